@@ -1,0 +1,43 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a step of theirs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck pytest binaries generate bench clean
+
+$(INSTALLED): pyproject.toml
+	@echo "== creating the virtualenv in $(VENV) and installing ray-operator with its test/dev extras"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	@touch $@
+
+## run: the operator against an embedded local control plane (or $$KUBECONFIG's cluster)
+run: $(INSTALLED) binaries
+	$(BIN)/ray-operator dev
+
+## test: lint, type-check, then the whole test suite against a real kube-apiserver
+test: lint typecheck binaries pytest
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+	$(BIN)/lint-imports
+
+typecheck: $(INSTALLED)
+	$(BIN)/mypy
+
+## binaries: build (once, then cached) etcd, kube-apiserver, kube-scheduler and KWOK
+binaries: $(INSTALLED)
+	$(BIN)/python -m ray_operator.localcluster.binaries
+
+pytest: $(INSTALLED)
+	$(BIN)/pytest
+
+## generate: rebuild crd/ and generated/ from their sources
+generate: $(INSTALLED)
+	$(BIN)/python -m ray_operator.apigen
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster

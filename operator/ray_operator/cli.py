@@ -1,0 +1,178 @@
+"""The `ray-operator` command: run the operator, or manage the embedded local control plane.
+
+ray-operator run [flags]                  the operator (see `ray-operator run --help`)
+ray-operator dev [flags]                  what `make run` does: a local control plane unless
+                                          KUBECONFIG is set, the CRDs, then the operator
+ray-operator local-cluster start|stop|status [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ray_operator.localcluster.binaries import default_cache_dir
+
+CRD_NAMES = ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    command: int = args.handler(args)
+    return command
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from ray_operator.settings import add_run_arguments
+
+    parser = argparse.ArgumentParser(
+        prog="ray-operator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the operator")
+    add_run_arguments(run)
+    run.set_defaults(handler=_run)
+
+    dev = commands.add_parser(
+        "dev", help="local control plane (unless KUBECONFIG is set) + CRDs + the operator"
+    )
+    add_run_arguments(dev)
+    dev.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(".local-cluster"),
+        help="where the local control plane keeps its state (default: %(default)s)",
+    )
+    dev.set_defaults(handler=_dev)
+
+    local = commands.add_parser("local-cluster", help="the embedded local control plane")
+    local_commands = local.add_subparsers(required=True, metavar="ACTION")
+    for action, handler, text in (
+        ("start", _local_start, "start etcd, kube-apiserver, kube-scheduler and KWOK"),
+        ("stop", _local_stop, "stop every component"),
+        ("status", _local_status, "tell whether it runs and where its kubeconfig is"),
+    ):
+        sub = local_commands.add_parser(action, help=text)
+        sub.add_argument(
+            "--dir",
+            type=Path,
+            default=default_cache_dir() / "local-cluster",
+            help="state directory (default: %(default)s)",
+        )
+        sub.set_defaults(handler=handler)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ray_operator.app import run
+    from ray_operator.settings import settings_from_args
+
+    return run(settings_from_args(args))
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from ray_operator.localcluster.controlplane import LocalControlPlane
+
+    control_plane = None
+    if not (args.kubeconfig or os.environ.get("KUBECONFIG")):
+        control_plane = LocalControlPlane(args.dir)
+        print(f"Starting the embedded control plane in {control_plane.directory} ...", flush=True)
+        control_plane.start()
+        args.kubeconfig = str(control_plane.kubeconfig)
+    kubeconfig = args.kubeconfig or os.environ["KUBECONFIG"]
+    try:
+        install_crds(Path(kubeconfig))
+        print(
+            f"\nCRDs installed. In another shell:\n    export KUBECONFIG={kubeconfig}\n"
+            "    kubectl apply -f samples/ray-cluster.mini.yaml\n"
+            "    kubectl get rayclusters,pods\n",
+            flush=True,
+        )
+        return _run(args)
+    finally:
+        if control_plane is not None:
+            print("Stopping the embedded control plane ...", flush=True)
+            control_plane.stop()
+
+
+def install_crds(kubeconfig: Path) -> None:
+    """Apply crd/ with server-side apply and wait until the API server serves the kinds."""
+    from ray_operator.crds import crd_directory
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise SystemExit("kubectl is needed to install the CRDs; put it on the PATH")
+    base = [kubectl, "--kubeconfig", str(kubeconfig)]
+    subprocess.run(
+        [
+            *base,
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=ray-operator",
+            "-f",
+            str(crd_directory()),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [
+            *base,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            *(f"crd/{name}" for name in CRD_NAMES),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def _local_start(args: argparse.Namespace) -> int:
+    from ray_operator.localcluster.controlplane import LocalControlPlane
+
+    control_plane = LocalControlPlane(args.dir)
+    control_plane.start()
+    print(control_plane.kubeconfig)
+    return 0
+
+
+def _local_stop(args: argparse.Namespace) -> int:
+    from ray_operator.localcluster.controlplane import LocalControlPlane
+
+    control_plane = LocalControlPlane(args.dir)
+    if not control_plane.load_state():
+        print(f"no local control plane recorded in {control_plane.directory}", file=sys.stderr)
+        return 0
+    control_plane.stop()
+    print(f"stopped the local control plane in {control_plane.directory}")
+    return 0
+
+
+def _local_status(args: argparse.Namespace) -> int:
+    from ray_operator.localcluster.controlplane import LocalControlPlane
+
+    control_plane = LocalControlPlane(args.dir)
+    if not control_plane.load_state():
+        print(f"not running (nothing recorded in {control_plane.directory})")
+        return 1
+    for name, alive in control_plane.running_components().items():
+        print(f"{name:16} {'running' if alive else 'NOT RUNNING'}")
+    ready = control_plane.is_ready()
+    print(f"{'readyz':16} {'ok' if ready else 'not ready'}")
+    print(f"{'kubeconfig':16} {control_plane.kubeconfig}")
+    return 0 if ready and all(control_plane.running_components().values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

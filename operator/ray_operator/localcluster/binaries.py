@@ -1,0 +1,269 @@
+"""Control-plane binaries for the embedded local cluster: found, or built once and cached.
+
+The envtest convention comes first: when ``KUBEBUILDER_ASSETS`` names a folder holding a
+binary, that binary is used. Otherwise each binary is built from the Go module proxy at a
+pinned version into ``~/.cache/ray-operator/bin/<name>/<version>/`` and reused from there.
+
+kube-apiserver and kube-scheduler cannot be ``go install``-ed: k8s.io/kubernetes requires its
+staging modules at ``v0.0.0`` and points them at ``./staging`` with replace directives, which
+only work inside its own repository. So we write a tiny wrapper module that requires
+k8s.io/kubernetes and replaces each staging module with its published ``v0.<minor>.<patch>``
+tag. etcd's server module carries replace directives too, so it also gets a wrapper module
+(kept apart from the Kubernetes one: they pin different grpc/otel versions).
+
+This module uses only the standard library, so it can run before the virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+KUBERNETES_VERSION = "v1.34.4"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.7.0"
+
+GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
+
+
+class BinaryBuildError(RuntimeError):
+    """A control-plane binary could not be found or built."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlPlaneBinaries:
+    """Paths of the executables the local control plane runs."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path
+    kwok: Path
+
+
+def default_cache_dir() -> Path:
+    """Where built binaries are kept: $RAY_OPERATOR_CACHE, else $XDG_CACHE_HOME/ray-operator."""
+    explicit = os.environ.get("RAY_OPERATOR_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ray-operator"
+
+
+def ensure_binaries(
+    cache_dir: Path | None = None, *, progress: TextIO = sys.stderr
+) -> ControlPlaneBinaries:
+    """Return every control-plane binary, building the missing ones (minutes, once)."""
+    cache = cache_dir or default_cache_dir()
+    builds = (
+        ("etcd", ETCD_VERSION, _build_etcd),
+        ("kube-apiserver", KUBERNETES_VERSION, _build_kubernetes_command),
+        ("kube-scheduler", KUBERNETES_VERSION, _build_kubernetes_command),
+        ("kwok", KWOK_VERSION, _build_kwok),
+    )
+    paths: dict[str, Path] = {}
+    for name, version, build in builds:
+        found = _from_kubebuilder_assets(name)
+        if found is not None:
+            print(f"[binaries] {name}: using {found} (KUBEBUILDER_ASSETS)", file=progress)
+            paths[name] = found
+            continue
+        target = cache / "bin" / name / version / name
+        if _is_executable(target):
+            print(f"[binaries] {name} {version}: cached at {target}, no rebuild", file=progress)
+        else:
+            print(
+                f"[binaries] {name} {version}: building (first time only, takes minutes)",
+                file=progress,
+            )
+            started = time.monotonic()
+            build(name, version, target, cache / "src", progress)
+            took = time.monotonic() - started
+            print(f"[binaries] {name} {version}: built in {took:.0f}s -> {target}", file=progress)
+        paths[name] = target
+    return ControlPlaneBinaries(
+        etcd=paths["etcd"],
+        kube_apiserver=paths["kube-apiserver"],
+        kube_scheduler=paths["kube-scheduler"],
+        kwok=paths["kwok"],
+    )
+
+
+def _from_kubebuilder_assets(name: str) -> Path | None:
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return None
+    candidate = Path(assets) / name
+    return candidate if _is_executable(candidate) else None
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _build_kubernetes_command(
+    name: str, version: str, target: Path, src_root: Path, progress: TextIO
+) -> None:
+    module_dir = src_root / f"kubernetes-{version}"
+    module_dir.mkdir(parents=True, exist_ok=True)
+    staging = _kubernetes_staging_modules(version)
+    staging_version = "v0." + version.removeprefix("v1.")
+    replaces = "\n".join(f"replace {m} => {m} {staging_version}" for m in staging)
+    _write_go_module(
+        module_dir,
+        module="ray-operator.local/kubernetes-build",
+        requires=[("k8s.io/kubernetes", version)],
+        extra=replaces,
+    )
+    major, minor = version.removeprefix("v").split(".")[:2]
+    version_vars = []
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        version_vars += [
+            f"-X {package}.gitVersion={version}",
+            f"-X {package}.gitMajor={major}",
+            f"-X {package}.gitMinor={minor}",
+            f"-X {package}.gitTreeState=clean",
+        ]
+    _go_build(
+        module_dir,
+        package=f"k8s.io/kubernetes/cmd/{name}",
+        target=target,
+        ldflags=" ".join(["-s", "-w", *version_vars]),
+        progress=progress,
+    )
+
+
+def _build_etcd(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
+    module_dir = src_root / f"etcd-{version}"
+    module_dir.mkdir(parents=True, exist_ok=True)
+    _write_go_module(
+        module_dir,
+        module="ray-operator.local/etcd-build",
+        requires=[("go.etcd.io/etcd/server/v3", version)],
+    )
+    _go_build(
+        module_dir,
+        package="go.etcd.io/etcd/server/v3",
+        target=target,
+        ldflags="-s -w",
+        progress=progress,
+    )
+
+
+def _build_kwok(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
+    module_dir = src_root / f"kwok-{version}"
+    module_dir.mkdir(parents=True, exist_ok=True)
+    _write_go_module(
+        module_dir,
+        module="ray-operator.local/kwok-build",
+        requires=[("sigs.k8s.io/kwok", version)],
+    )
+    _go_build(
+        module_dir,
+        package="sigs.k8s.io/kwok/cmd/kwok",
+        target=target,
+        ldflags="-s -w",
+        progress=progress,
+    )
+
+
+def _kubernetes_staging_modules(version: str) -> list[str]:
+    """Read the staging module names from that Kubernetes version's own go.mod."""
+    info = json.loads(
+        _run_go(["mod", "download", "-json", f"k8s.io/kubernetes@{version}"], cwd=None)
+    )
+    go_mod = Path(info["GoMod"]).read_text()
+    modules = re.findall(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", go_mod, re.MULTILINE)
+    if not modules:
+        raise BinaryBuildError(f"no staging replace directives in k8s.io/kubernetes@{version}")
+    return sorted(set(modules))
+
+
+def _write_go_module(
+    module_dir: Path, *, module: str, requires: list[tuple[str, str]], extra: str = ""
+) -> None:
+    lines = [f"module {module}", "", "go 1.24.0", ""]
+    lines += [f"require {path} {version}" for path, version in requires]
+    text = "\n".join(lines) + "\n\n" + extra + "\n"
+    go_mod = module_dir / "go.mod"
+    if not go_mod.exists() or go_mod.read_text() != text:
+        go_mod.write_text(text)
+        (module_dir / "go.sum").unlink(missing_ok=True)
+
+
+def _go_build(
+    module_dir: Path, *, package: str, target: Path, ldflags: str, progress: TextIO
+) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    _run_go(["mod", "download", package.split("/cmd/")[0]], cwd=module_dir)
+    command = [
+        "build",
+        "-v",
+        *GO_BUILD_FLAGS,
+        "-ldflags",
+        ldflags,
+        "-o",
+        str(partial),
+        package,
+    ]
+    _run_go_with_progress(command, cwd=module_dir, label=target.name, progress=progress)
+    partial.replace(target)
+
+
+def _go_executable() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BinaryBuildError(
+            "Go is needed to build the local control plane once (or set KUBEBUILDER_ASSETS)"
+        )
+    return go
+
+
+def _run_go(args: list[str], *, cwd: Path | None) -> str:
+    env = {**os.environ, **GO_BUILD_ENV}
+    result = subprocess.run(
+        [_go_executable(), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise BinaryBuildError(f"go {' '.join(args)} failed:\n{result.stderr[-4000:]}")
+    return result.stdout
+
+
+def _run_go_with_progress(args: list[str], *, cwd: Path, label: str, progress: TextIO) -> None:
+    """Run ``go build -v`` and turn its package list into a progress line every 100 packages."""
+    env = {**os.environ, **GO_BUILD_ENV}
+    process = subprocess.Popen(
+        [_go_executable(), *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    for compiled, line in enumerate(process.stderr, start=1):
+        tail.append(line)
+        if compiled % 100 == 0:
+            print(
+                f"[binaries] {label}: {compiled} packages compiled so far",
+                file=progress,
+                flush=True,
+            )
+    if process.wait() != 0:
+        raise BinaryBuildError(f"building {label} failed:\n{''.join(tail)}")
+
+
+if __name__ == "__main__":
+    found = ensure_binaries()
+    print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))

@@ -1,0 +1,516 @@
+"""Start, stop and inspect a local control plane: etcd, kube-apiserver, kube-scheduler, KWOK.
+
+Everything listens on 127.0.0.1 with certificates generated per directory. KWOK plays the
+kubelet for one fake Node, so scheduled Pods become Running and Ready with an IP. There is no
+kube-controller-manager: no garbage collector, no ServiceAccount or namespace controllers —
+code under test must not lean on them (DESIGN.md).
+
+A control plane lives in a directory holding its certificates, kubeconfig, logs and a
+``state.json`` with process ids and ports, so a later ``stop`` or ``status`` (another
+process) finds it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ray_operator import pki
+from ray_operator.localcluster.binaries import ControlPlaneBinaries
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"
+# KWOK's default Pod CIDR overlaps the service range above; keep Pod IPs apart.
+POD_CIDR = "10.244.0.1/16"
+FAKE_NODE_NAME = "kwok-node-0"
+CERT_VALIDITY = datetime.timedelta(days=365)
+STARTUP_TIMEOUT_SECONDS = 120.0
+STOP_TIMEOUT_SECONDS = 15.0
+
+
+class ControlPlaneError(RuntimeError):
+    """The local control plane could not be started or reached."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    """Loopback ports of one control plane."""
+
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    scheduler: int
+    kwok: int
+
+
+@dataclasses.dataclass
+class ComponentProcess:
+    """A running component: its pid and the command that started it (for a restart)."""
+
+    name: str
+    pid: int
+    command: list[str]
+
+
+class LocalControlPlane:
+    """One control plane rooted in ``directory``; start() it, use ``kubeconfig``, stop() it."""
+
+    def __init__(self, directory: Path, binaries: ControlPlaneBinaries | None = None) -> None:
+        self.directory = directory.resolve()
+        self._binaries = binaries
+        self._processes: dict[str, ComponentProcess] = {}
+        self._ports: Ports | None = None
+
+    # --- paths --------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports.apiserver}"
+
+    @property
+    def ports(self) -> Ports:
+        if self._ports is None:
+            raise ControlPlaneError(f"no control plane has been started in {self.directory}")
+        return self._ports
+
+    @property
+    def _pki_dir(self) -> Path:
+        return self.directory / "pki"
+
+    @property
+    def _state_file(self) -> Path:
+        return self.directory / "state.json"
+
+    def log_file(self, component: str) -> Path:
+        return self.directory / "logs" / f"{component}.log"
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every component in the background and wait until the API server is ready."""
+        if self.load_state() and self.running_components():
+            raise ControlPlaneError(
+                f"a control plane is already running in {self.directory}; stop it first"
+            )
+        binaries = self._require_binaries()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "logs").mkdir(exist_ok=True)
+        self._ports = _pick_ports()
+        self._write_pki()
+        self._write_kubeconfig()
+        try:
+            self._launch("etcd", self._etcd_command(binaries))
+            self._launch("kube-apiserver", self._apiserver_command(binaries))
+            self.wait_until_ready()
+            self._register_fake_node()
+            self._launch("kube-scheduler", self._scheduler_command(binaries))
+            self._launch("kwok", self._kwok_command(binaries))
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every component (kube-apiserver before etcd) and wait until they are gone."""
+        for name in reversed(list(self._processes)):
+            _terminate(self._processes[name])
+        self._processes.clear()
+        self._state_file.unlink(missing_ok=True)
+
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port (etcd keeps the data)."""
+        process = self._processes["kube-apiserver"]
+        _terminate(process)
+        self._launch("kube-apiserver", process.command)
+        self.wait_until_ready()
+
+    def stop_apiserver(self) -> None:
+        """Stop only kube-apiserver (to test clients against an unreachable API)."""
+        _terminate(self._processes["kube-apiserver"])
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again after ``stop_apiserver``."""
+        self._launch("kube-apiserver", self._processes["kube-apiserver"].command)
+        self.wait_until_ready()
+
+    def load_state(self) -> bool:
+        """Adopt the control plane recorded in ``state.json`` (from another process)."""
+        if not self._state_file.exists():
+            return False
+        state = json.loads(self._state_file.read_text())
+        self._ports = Ports(**state["ports"])
+        self._processes = {
+            name: ComponentProcess(name=name, pid=entry["pid"], command=entry["command"])
+            for name, entry in state["processes"].items()
+        }
+        return True
+
+    def running_components(self) -> dict[str, bool]:
+        """Each recorded component and whether its process is still alive."""
+        return {name: _is_alive(p) for name, p in self._processes.items()}
+
+    def is_ready(self) -> bool:
+        """Whether the API server answers ``/readyz`` with ``ok``."""
+        try:
+            return self._get("/readyz", timeout=2.0).strip() == b"ok"
+        except (OSError, urllib.error.URLError, ControlPlaneError):
+            return False
+
+    def wait_until_ready(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.is_ready():
+                return
+            for name, alive in self.running_components().items():
+                if not alive:
+                    raise ControlPlaneError(
+                        f"{name} exited during start-up; see {self.log_file(name)}:\n"
+                        + _tail(self.log_file(name))
+                    )
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"kube-apiserver not ready after {timeout:.0f}s; see {self.log_file('kube-apiserver')}"
+        )
+
+    # --- components ---------------------------------------------------------------------------
+
+    def _etcd_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        ports = self.ports
+        client_url = f"http://127.0.0.1:{ports.etcd_client}"
+        peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
+        return [
+            str(binaries.etcd),
+            "--name=default",
+            f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=default={peer_url}",
+            # A throwaway cluster: durability buys nothing and fsync costs every write.
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        pki_dir = self._pki_dir
+        ports = self.ports
+        return [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
+            f"--secure-port={ports.apiserver}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # No kubelet or endpoints controller runs here: keep the apiserver from
+            # publishing an unreachable 'kubernetes' Service endpoint.
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={pki_dir}",
+            f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+            f"--client-ca-file={pki_dir / 'ca.crt'}",
+            f"--service-account-key-file={pki_dir / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+            f"--service-account-issuer=https://127.0.0.1:{ports.apiserver}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            # ServiceAccount: no controller creates the default ServiceAccounts.
+            # TaintNodesByCondition: the not-ready taint would never be lifted without
+            # kube-controller-manager, and every Pod would stay Pending.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+            "--v=0",
+        ]
+
+    def _scheduler_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        return [
+            str(binaries.kube_scheduler),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            # No front-proxy CA is configured; do not keep asking kube-system for one.
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports.scheduler}",
+            f"--cert-dir={self.directory / 'scheduler-certs'}",
+            # The default client rate (50 qps) makes binding thousands of Pods crawl.
+            "--kube-api-qps=1000",
+            "--kube-api-burst=2000",
+            "--v=0",
+        ]
+
+    def _kwok_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        return [
+            str(binaries.kwok),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=127.0.0.1",
+            f"--server-address=127.0.0.1:{self.ports.kwok}",
+        ]
+
+    def _launch(self, name: str, command: list[str]) -> None:
+        log = self.log_file(name).open("ab")
+        # A new session: the components outlive the `local-cluster start` command and do not
+        # receive the terminal's Ctrl-C meant for the operator running in the foreground.
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log.close()
+        self._processes[name] = ComponentProcess(name=name, pid=process.pid, command=command)
+        self._save_state()
+
+    def _save_state(self) -> None:
+        state = {
+            "ports": dataclasses.asdict(self.ports),
+            "processes": {
+                name: {"pid": p.pid, "command": p.command} for name, p in self._processes.items()
+            },
+        }
+        self._state_file.write_text(json.dumps(state, indent=2))
+
+    def _require_binaries(self) -> ControlPlaneBinaries:
+        if self._binaries is None:
+            from ray_operator.localcluster.binaries import ensure_binaries
+
+            self._binaries = ensure_binaries()
+        return self._binaries
+
+    # --- certificates and kubeconfig ----------------------------------------------------------
+
+    def _write_pki(self) -> None:
+        pki_dir = self._pki_dir
+        pki_dir.mkdir(parents=True, exist_ok=True)
+        ca = pki.create_ca("ray-operator-local-ca", valid_for=CERT_VALIDITY)
+        serving = pki.issue_certificate(
+            ca,
+            "kube-apiserver",
+            valid_for=CERT_VALIDITY,
+            server=True,
+            dns_names=[
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+            ip_addresses=["127.0.0.1", "10.0.0.1"],
+        )
+        admin = pki.issue_certificate(
+            ca,
+            "admin",
+            organizations=["system:masters"],
+            valid_for=CERT_VALIDITY,
+            client=True,
+        )
+        service_account_key = pki.new_private_key_pem()
+        files = {
+            "ca.crt": ca.cert_pem,
+            "ca.key": ca.key_pem,
+            "apiserver.crt": serving.cert_pem,
+            "apiserver.key": serving.key_pem,
+            "admin.crt": admin.cert_pem,
+            "admin.key": admin.key_pem,
+            "sa.key": service_account_key,
+            "sa.pub": pki.public_key_pem(service_account_key),
+        }
+        for name, content in files.items():
+            path = pki_dir / name
+            path.write_bytes(content)
+            path.chmod(0o600)
+
+    def _write_kubeconfig(self) -> None:
+        kubeconfig = build_kubeconfig(
+            server=self.server,
+            ca_pem=(self._pki_dir / "ca.crt").read_bytes(),
+            client_cert_pem=(self._pki_dir / "admin.crt").read_bytes(),
+            client_key_pem=(self._pki_dir / "admin.key").read_bytes(),
+            user="admin",
+        )
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        self.kubeconfig.chmod(0o600)
+
+    # --- API access (bootstrap only; the operator has its own client) -------------------------
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        pki_dir = self._pki_dir
+        context = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
+        context.load_cert_chain(str(pki_dir / "admin.crt"), str(pki_dir / "admin.key"))
+        return context
+
+    def _get(self, path: str, *, timeout: float) -> bytes:
+        request = urllib.request.Request(self.server + path)
+        with urllib.request.urlopen(request, timeout=timeout, context=self._ssl_context()) as r:
+            body: bytes = r.read()
+            return body
+
+    def _post_json(self, path: str, body: dict[str, Any]) -> None:
+        request = urllib.request.Request(
+            self.server + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=self._ssl_context()):
+                return
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # already there after a restart of the same directory
+                detail = error.read().decode(errors="replace")
+                raise ControlPlaneError(f"POST {path} failed: {error.code} {detail}") from error
+
+    def _register_fake_node(self) -> None:
+        self._post_json("/api/v1/nodes", fake_node_manifest(FAKE_NODE_NAME))
+
+
+def build_kubeconfig(
+    *, server: str, ca_pem: bytes, client_cert_pem: bytes, client_key_pem: bytes, user: str
+) -> dict[str, Any]:
+    """A kubeconfig with one cluster, user and context, credentials inlined."""
+    import base64
+
+    def encode(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {"server": server, "certificate-authority-data": encode(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": encode(client_cert_pem),
+                    "client-key-data": encode(client_key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+
+
+def fake_node_manifest(name: str) -> dict[str, Any]:
+    """A Node KWOK will manage, roomy enough for thousands of Pods, GPUs and TPUs included."""
+    capacity = {
+        "cpu": "10000",
+        "memory": "100Ti",
+        "pods": "110000",
+        "ephemeral-storage": "100Ti",
+        "nvidia.com/gpu": "1000",
+        "google.com/tpu": "1000",
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": capacity,
+            "capacity": capacity,
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+                "bootID": "",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "machineID": "",
+                "osImage": "",
+                "systemUUID": "",
+            },
+        },
+    }
+
+
+def _pick_ports() -> Ports:
+    """Free loopback ports, held open together so no two are the same."""
+    sockets = []
+    for _ in range(5):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    numbers = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return Ports(*numbers)
+
+
+def _is_alive(process: ComponentProcess) -> bool:
+    """Alive and still the process we started (pids get reused)."""
+    try:
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{process.pid}/stat").read_text()
+    except OSError:
+        return False
+    zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
+    return not zombie and cmdline[0].decode(errors="replace") == process.command[0]
+
+
+def _terminate(process: ComponentProcess) -> None:
+    if not _is_alive(process):
+        _reap(process.pid)
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        _reap(process.pid)
+        if not _is_alive(process):
+            return
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    while _is_alive(process):
+        _reap(process.pid)
+        time.sleep(0.05)
+
+
+def _reap(pid: int) -> None:
+    """Collect an exited child of ours so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,97 @@
+"""Fixtures for the whole suite: one real control plane per run, one namespace per test.
+
+The control plane is real (etcd + kube-apiserver + kube-scheduler + KWOK on loopback, see
+ray_operator.localcluster); the suite never mocks the API server. It has no garbage collector
+and no namespace controller, so tests clean up what they need gone explicitly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ray_operator.cli import install_crds
+from ray_operator.localcluster.binaries import KUBERNETES_VERSION, ensure_binaries
+from ray_operator.localcluster.controlplane import LocalControlPlane
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KUBERAY_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "kuberay-samples"
+SAMPLES = REPO_ROOT / "samples"
+
+_namespace_numbers = itertools.count()
+
+
+def pytest_report_header() -> str:
+    return f"control plane: kube-apiserver {KUBERNETES_VERSION} (real, on 127.0.0.1) + KWOK"
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
+    """A running control plane with the ray.io CRDs installed, shared by the whole run."""
+    plane = LocalControlPlane(tmp_path_factory.mktemp("control-plane"), ensure_binaries())
+    plane.start()
+    try:
+        install_crds(plane.kubeconfig)
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def kubectl(control_plane: LocalControlPlane) -> Kubectl:
+    """kubectl bound to the test control plane's admin kubeconfig."""
+    return Kubectl(control_plane.kubeconfig)
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace named after the test.
+
+    Not deleted afterwards: without a namespace controller a deleted namespace would only sit
+    in Terminating with everything still inside, so deleting buys nothing.
+    """
+    stem = request.node.name.lower().replace("_", "-")
+    name = "".join(c for c in stem if c.isalnum() or c == "-")[:50].strip("-")
+    name = f"{name}-{next(_namespace_numbers)}"
+    kubectl("create", "namespace", name)
+    return name
+
+
+class Kubectl:
+    """Runs kubectl against one kubeconfig; raises with kubectl's stderr when it fails."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
+
+    def __call__(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise KubectlError(args, result.returncode, result.stderr)
+        return result.stdout
+
+    def run(self, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run without raising, for tests that expect kubectl to fail."""
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+
+class KubectlError(AssertionError):
+    def __init__(self, args: tuple[str, ...], code: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} exited {code}: {stderr.strip()}")
+        self.stderr = stderr
