@@ -1,0 +1,51 @@
+"""Command line of the API generator.
+
+Usage: python -m ray_operator.apigen [--check] [--fetch-openapi KUBECONFIG] [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ray_operator.apigen import render, stale_files, write
+from ray_operator.apigen.kubernetes import fetch_documents
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate (or with --check, verify) crd/ and generated/ray_io/ under --root."""
+    parser = argparse.ArgumentParser(prog="python -m ray_operator.apigen", description=__doc__)
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path.cwd(),
+        help="repository root (default: the current directory)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if the committed output is stale",
+    )
+    parser.add_argument(
+        "--fetch-openapi",
+        metavar="KUBECONFIG",
+        type=Path,
+        help="first refresh the saved Kubernetes OpenAPI documents from this API server",
+    )
+    args = parser.parse_args(argv)
+    if args.fetch_openapi:
+        for path in fetch_documents(args.fetch_openapi):
+            print(f"saved {path}")
+    files = render()
+    if args.check:
+        stale = stale_files(args.root, files)
+        for path in stale:
+            print(f"stale: {path}", file=sys.stderr)
+        return 1 if stale else 0
+    write(args.root, files)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

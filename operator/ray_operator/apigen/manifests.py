@@ -1,0 +1,159 @@
+"""The CustomResourceDefinition objects of ray.io/v1: names, printer columns, subresources.
+
+The schemas come from `schema.crd_schema`; this module adds what `kubectl` shows about each kind,
+and the size limit that `render` holds every CRD to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ray_operator.apigen.schema import Definitions, crd_schema
+
+GROUP = "ray.io"
+VERSION = "v1"
+
+# etcd refuses requests above 1.5 MiB by default (--max-request-bytes), and a CRD is stored as one
+# value. A server-side apply also stores managedFields beside it, so keep clear of the limit.
+MAX_CRD_BYTES = 1_400_000
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of `kubectl get`; priority 1 columns show only with `-o wide`."""
+
+    name: str
+    json_path: str
+    type: str = "string"
+    priority: int = 0
+    description: str = ""
+
+    def render(self) -> dict[str, Any]:
+        column: dict[str, Any] = {"name": self.name, "jsonPath": self.json_path, "type": self.type}
+        if self.priority:
+            column["priority"] = self.priority
+        if self.description:
+            column["description"] = self.description
+        return column
+
+
+AGE = Column("age", ".metadata.creationTimestamp", "date")
+
+# The column names are KubeRay's, so scripts that parse `kubectl get` output keep working.
+PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
+    "RayCluster": (
+        Column(
+            "desired workers",
+            ".status.desiredWorkerReplicas",
+            "integer",
+            description="Worker Pods the cluster should have.",
+        ),
+        Column(
+            "available workers",
+            ".status.availableWorkerReplicas",
+            "integer",
+            description="Worker Pods that are running.",
+        ),
+        Column("cpus", ".status.desiredCPU", description="CPUs requested by all Pods."),
+        Column("memory", ".status.desiredMemory", description="Memory requested by all Pods."),
+        Column("gpus", ".status.desiredGPU", description="GPUs requested by all Pods."),
+        Column("tpus", ".status.desiredTPU", priority=1, description="TPUs requested by all Pods."),
+        Column("status", ".status.state", description="Deprecated summary state."),
+        AGE,
+        Column("head pod IP", ".status.head.podIP", priority=1, description="IP of the head Pod."),
+        Column(
+            "head service IP",
+            ".status.head.serviceIP",
+            priority=1,
+            description="Cluster IP of the head Service.",
+        ),
+    ),
+    "RayJob": (
+        Column("job status", ".status.jobStatus", description="Status of the Ray job."),
+        Column(
+            "deployment status",
+            ".status.jobDeploymentStatus",
+            description="Where the RayJob is in its life.",
+        ),
+        Column(
+            "ray cluster name", ".status.rayClusterName", description="The cluster running the job."
+        ),
+        Column("start time", ".status.startTime", description="When the RayJob started."),
+        Column("end time", ".status.endTime", description="When the RayJob ended."),
+        AGE,
+    ),
+    "RayService": (
+        Column("service status", ".status.serviceStatus", description="Running when serving."),
+        Column(
+            "num serve endpoints",
+            ".status.numServeEndpoints",
+            "integer",
+            description="Pods behind the Serve Service.",
+        ),
+        Column(
+            "ready",
+            '.status.conditions[?(@.type=="Ready")].status',
+            priority=1,
+            description="The Ready condition.",
+        ),
+        Column(
+            "active cluster",
+            ".status.activeServiceStatus.rayClusterName",
+            priority=1,
+            description="The RayCluster serving traffic.",
+        ),
+        Column(
+            "pending cluster",
+            ".status.pendingServiceStatus.rayClusterName",
+            priority=1,
+            description="The RayCluster being prepared to take over.",
+        ),
+        AGE,
+    ),
+}
+
+
+def plural(kind: str) -> str:
+    """RayCluster -> rayclusters."""
+    return kind.lower() + "s"
+
+
+def custom_resource_definition(
+    definitions: Definitions, kind: str, *, kubernetes_descriptions: bool = False
+) -> dict[str, Any]:
+    """The complete CRD object of `kind`."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural(kind)}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "categories": ["all"],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural(kind),
+                "singular": kind.lower(),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "additionalPrinterColumns": [
+                        column.render() for column in PRINTER_COLUMNS[kind]
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": crd_schema(
+                            definitions, kind, kubernetes_descriptions=kubernetes_descriptions
+                        )
+                    },
+                    # KubeRay has a status subresource and no scale subresource: worker groups
+                    # scale one by one, which a single /scale replicas field cannot express.
+                    "subresources": {"status": {}},
+                }
+            ],
+        },
+    }
