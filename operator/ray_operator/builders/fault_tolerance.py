@@ -1,0 +1,147 @@
+"""GCS fault tolerance settings on Ray Pods (KubeRay's `configureGCSFaultTolerance`).
+
+With GCS FT on, the head stores cluster metadata outside its own process — in Redis (the
+default backend) or in an embedded RocksDB on a PersistentVolumeClaim — so that a new head can
+take over and workers survive the gap. This module writes the env vars, rayStartParams,
+annotations and volumes that make Ray do so, and builds the PVC of the embedded backend
+(`build_gcs_storage_pvc`, KubeRay's `BuildGCSStoragePVC`).
+"""
+
+from __future__ import annotations
+
+from ray_operator import labels as names
+from ray_operator.builders.containers import append_env, has_env, set_env_default
+from ray_operator.builders.manifest import (
+    JSON,
+    ClusterLike,
+    as_manifest,
+    cluster_annotations,
+    cluster_name,
+    cluster_namespace,
+    is_gcs_ft_embedded,
+    is_gcs_ft_enabled,
+    metadata,
+    spec,
+)
+from ray_operator.builders.metadata import owner_references
+
+# A worker waits this long for a restarted GCS before its raylet gives up; Ray's default (60 s)
+# is shorter than a new head usually needs (~120 s), so workers would die needlessly.
+WORKER_GCS_RECONNECT_TIMEOUT_S = "600"
+
+
+def configure_gcs_fault_tolerance(
+    cluster: JSON, *, node_type: str, pod_meta: JSON, pod_spec: JSON, params: dict[str, str]
+) -> None:
+    """Apply GCS FT to one Pod; the head always records whether FT is on in an annotation."""
+    enabled = is_gcs_ft_enabled(cluster)
+    pod_annotations = pod_meta.setdefault("annotations", {})
+    if node_type == names.HEAD_NODE:
+        pod_annotations[names.FT_ENABLED_ANNOTATION] = "true" if enabled else "false"
+    if not enabled:
+        return
+    container = pod_spec["containers"][0]
+    if node_type == names.WORKER_NODE:
+        set_env_default(
+            container,
+            names.ENV_RAY_GCS_RPC_SERVER_RECONNECT_TIMEOUT_S,
+            WORKER_GCS_RECONNECT_TIMEOUT_S,
+        )
+        return
+    if is_gcs_ft_embedded(spec(cluster)):
+        _configure_embedded(cluster, container=container, pod_spec=pod_spec)
+    else:
+        _configure_redis(
+            cluster, container=container, pod_annotations=pod_annotations, params=params
+        )
+
+
+def external_storage_namespace(cluster: JSON) -> str:
+    """The Redis key namespace: the option, else the legacy annotation, else the cluster's uid."""
+    options = spec(cluster).get("gcsFaultToleranceOptions") or {}
+    if options.get("externalStorageNamespace"):
+        return str(options["externalStorageNamespace"])
+    annotated = cluster_annotations(cluster).get(names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION)
+    return annotated if annotated is not None else str(metadata(cluster).get("uid", ""))
+
+
+def _configure_redis(
+    cluster: JSON, *, container: JSON, pod_annotations: JSON, params: dict[str, str]
+) -> None:
+    namespace = external_storage_namespace(cluster)
+    pod_annotations[names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION] = namespace
+    set_env_default(container, names.ENV_RAY_EXTERNAL_STORAGE_NS, namespace)
+    options = spec(cluster).get("gcsFaultToleranceOptions")
+    if options is None:
+        # Legacy annotation-only FT: a password given in rayStartParams is also exported, so that
+        # the Redis cleanup Job can log in. Not recommended, but KubeRay supports it.
+        if not has_env(container, names.ENV_REDIS_PASSWORD) and "redis-password" in params:
+            append_env(
+                container, {"name": names.ENV_REDIS_PASSWORD, "value": params["redis-password"]}
+            )
+        return
+    append_env(
+        container, {"name": names.ENV_RAY_REDIS_ADDRESS, "value": options.get("redisAddress", "")}
+    )
+    for option, env_name, param in (
+        ("redisUsername", names.ENV_REDIS_USERNAME, "redis-username"),
+        ("redisPassword", names.ENV_REDIS_PASSWORD, "redis-password"),
+    ):
+        credential = options.get(option)
+        if credential is not None:
+            # `ray start` reads the credential from the env var, so a Secret reference works.
+            params[param] = f"${env_name}"
+            append_env(container, {"name": env_name, **credential})
+
+
+def _configure_embedded(cluster: JSON, *, container: JSON, pod_spec: JSON) -> None:
+    storage = (spec(cluster).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+    set_env_default(container, names.ENV_RAY_GCS_STORAGE, "rocksdb")
+    set_env_default(container, names.ENV_RAY_GCS_STORAGE_PATH, names.GCS_STORAGE_MOUNT_PATH)
+    mount: JSON = {"name": names.GCS_STORAGE_VOLUME_NAME, "mountPath": names.GCS_STORAGE_MOUNT_PATH}
+    if storage.get("subPath"):
+        mount["subPath"] = storage["subPath"]
+    container.setdefault("volumeMounts", []).append(mount)
+    claim = {"claimName": gcs_storage_claim_name(cluster)}
+    pod_spec.setdefault("volumes", []).append(
+        {"name": names.GCS_STORAGE_VOLUME_NAME, "persistentVolumeClaim": claim}
+    )
+
+
+def gcs_storage_claim_name(cluster: JSON) -> str:
+    """The PVC behind embedded GCS storage: the user's claim, else `<cluster>-gcs-pvc`."""
+    storage = (spec(cluster).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+    return str(storage.get("claimName") or cluster_name(cluster) + names.GCS_STORAGE_PVC_SUFFIX)
+
+
+def needs_gcs_storage_pvc(cluster: ClusterLike) -> bool:
+    """Whether the operator must create a PVC: embedded GCS FT without the user's own claim."""
+    manifest = as_manifest(cluster)
+    storage = (spec(manifest).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+    return is_gcs_ft_embedded(spec(manifest)) and not storage.get("claimName")
+
+
+def build_gcs_storage_pvc(cluster: ClusterLike) -> JSON:
+    """`<cluster>-gcs-pvc` for embedded GCS storage: 1Gi ReadWriteOnce unless `storage` says more.
+
+    Owned by the RayCluster (deleted with it) unless `storage.deletionPolicy` is Retain.
+    """
+    manifest = as_manifest(cluster)
+    storage = (spec(manifest).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+    pvc_spec: JSON = {
+        "accessModes": list(storage.get("accessModes") or ["ReadWriteOnce"]),
+        "resources": {"requests": {"storage": str(storage.get("size") or "1Gi")}},
+    }
+    if storage.get("storageClassName") is not None:
+        pvc_spec["storageClassName"] = storage["storageClassName"]
+    meta: JSON = {
+        "name": gcs_storage_claim_name(manifest),
+        "namespace": cluster_namespace(manifest),
+        "labels": {
+            names.CLUSTER_LABEL: cluster_name(manifest),
+            names.CREATED_BY_LABEL: names.CREATED_BY,
+        },
+    }
+    if storage.get("deletionPolicy") != "Retain" and owner_references(manifest):
+        meta["ownerReferences"] = owner_references(manifest)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": pvc_spec}

@@ -1,0 +1,135 @@
+"""The bridge from a typed RayCluster to the plain mapping the builders walk.
+
+Builders accept either a generated pydantic model (`ray_io.v1.RayCluster`) or the same object as a
+plain mapping (what the watch cache holds, or what `yaml.safe_load` gives in tests). Either way
+it is turned once into a deep-copied `dict` keyed by the JSON field names, so the builders can
+never mutate the caller's object (KubeRay's `DefaultHeadPodTemplate` mutates `rayStartParams` in
+place; we don't).
+This module also owns the few spec readings several builders share (autoscaling, GCS FT, auth).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ray_operator import labels as names
+
+JSON = dict[str, Any]
+_VERSION_RE = re.compile(r"^\s*v?([0-9]+(?:\.[0-9]+)+)")
+
+
+class DumpableModel(Protocol):
+    """What we need from a pydantic model: `model_dump` by JSON alias."""
+
+    def model_dump(
+        self, *, mode: str = ..., by_alias: bool = ..., exclude_none: bool = ...
+    ) -> dict[str, Any]: ...
+
+
+ClusterLike = DumpableModel | Mapping[str, Any]
+
+
+def as_manifest(obj: ClusterLike) -> JSON:
+    """A deep copy of `obj` as a JSON-shaped dict, whether it is a typed model or a mapping."""
+    if isinstance(obj, Mapping):
+        return copy.deepcopy(dict(obj))
+    # JSON mode: whatever the models parse (dates, enums) comes back as the API server sends it.
+    return obj.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def metadata(cluster: JSON) -> JSON:
+    return dict(cluster.get("metadata") or {})
+
+
+def cluster_name(cluster: JSON) -> str:
+    return str(metadata(cluster).get("name", ""))
+
+
+def cluster_namespace(cluster: JSON) -> str:
+    return str(metadata(cluster).get("namespace") or "default")
+
+
+def cluster_annotations(cluster: JSON) -> dict[str, str]:
+    return dict(metadata(cluster).get("annotations") or {})
+
+
+def spec(cluster: JSON) -> JSON:
+    return dict(cluster.get("spec") or {})
+
+
+def head_group(cluster: JSON) -> JSON:
+    return dict(spec(cluster).get("headGroupSpec") or {})
+
+
+def worker_groups(cluster: JSON) -> list[JSON]:
+    return [dict(group) for group in spec(cluster).get("workerGroupSpecs") or []]
+
+
+def find_worker_group(cluster: JSON, group_name: str) -> JSON:
+    """The worker group called `group_name`; KeyError when the spec has none."""
+    for group in worker_groups(cluster):
+        if group.get("groupName") == group_name:
+            return group
+    raise KeyError(f"RayCluster {cluster_name(cluster)} has no worker group {group_name!r}")
+
+
+def creator_kind(cluster: JSON) -> str:
+    """The kind that created this RayCluster (RayJob, RayService) or RayCluster when a user did."""
+    label = (metadata(cluster).get("labels") or {}).get(names.ORIGINATED_FROM_CRD_LABEL, "")
+    if label in (names.CRD_RAY_JOB, names.CRD_RAY_SERVICE):
+        return str(label)
+    return names.CRD_RAY_CLUSTER
+
+
+def is_autoscaling_enabled(cluster_spec: JSON) -> bool:
+    return cluster_spec.get("enableInTreeAutoscaling") is True
+
+
+def autoscaler_version(cluster_spec: JSON) -> str | None:
+    """ "v1", "v2" or None when `autoscalerOptions.version` is unset."""
+    version = (cluster_spec.get("autoscalerOptions") or {}).get("version")
+    return str(version) if version is not None else None
+
+
+def is_gcs_ft_enabled(cluster: JSON) -> bool:
+    """GCS fault tolerance: `gcsFaultToleranceOptions`, or the legacy `ray.io/ft-enabled: true`."""
+    annotated = cluster_annotations(cluster).get(names.FT_ENABLED_ANNOTATION, "").lower() == "true"
+    return annotated or spec(cluster).get("gcsFaultToleranceOptions") is not None
+
+
+def is_gcs_ft_embedded(cluster_spec: JSON) -> bool:
+    options = cluster_spec.get("gcsFaultToleranceOptions")
+    return options is not None and options.get("backend") == "rocksdb"
+
+
+def is_auth_enabled(cluster_spec: JSON) -> bool:
+    return (cluster_spec.get("authOptions") or {}).get("mode") == "token"
+
+
+def is_k8s_token_auth_enabled(cluster_spec: JSON) -> bool:
+    return (cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth") is True
+
+
+def is_suspended(cluster_spec: JSON) -> bool:
+    return cluster_spec.get("suspend") is True
+
+
+def ray_container(pod_spec: JSON) -> JSON:
+    """The Ray container (not a copy): KubeRay's contract is that it is the first container."""
+    containers = pod_spec.get("containers") or []
+    if not containers:
+        raise ValueError("a Ray Pod template needs at least one container")
+    container: JSON = containers[0]
+    return container
+
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    """ "2.53.0", "v2.53", "2.53.0rc1" → (2, 53, 0); None if not a version (as ParseGeneric)."""
+    match = _VERSION_RE.match(text or "")
+    if match is None:
+        return None
+    major, minor, *rest = (int(part) for part in match.group(1).split("."))
+    return major, minor, rest[0] if rest else 0

@@ -1,0 +1,63 @@
+"""Labels and owner references on the objects a RayCluster owns.
+
+KubeRay's label set (`common/pod.go: labelPod`, `common/service.go: HeadServiceLabels`) is what
+Ray's autoscaler, dashboards and users select by, so it is reproduced exactly. Users may add labels
+through the Pod template or a group's `labels` field; they may not override the cluster, group and
+node-type labels (KubeRay's rule) nor, in ours, `app.kubernetes.io/created-by`: the runtime watches
+owned objects by that label, and a Pod that lost it would be invisible to us and recreated forever.
+"""
+
+from __future__ import annotations
+
+from ray_operator import labels as names
+from ray_operator.builders.manifest import JSON, cluster_name, metadata
+from ray_operator.builders.naming import identifier
+
+_PROTECTED_POD_LABELS = frozenset(
+    {names.NODE_TYPE_LABEL, names.GROUP_LABEL, names.CLUSTER_LABEL, names.CREATED_BY_LABEL}
+)
+
+
+def pod_labels(
+    cluster: JSON, *, node_type: str, group_name: str, extra: dict[str, str]
+) -> dict[str, str]:
+    """KubeRay's Pod labels, plus user labels that do not touch the protected keys."""
+    result = {
+        names.IS_RAY_NODE_LABEL: "yes",
+        names.CLUSTER_LABEL: cluster_name(cluster),
+        names.NODE_TYPE_LABEL: node_type,
+        names.GROUP_LABEL: group_name,
+        names.IDENTIFIER_LABEL: identifier(cluster, node_type),
+        names.APP_NAME_LABEL: names.APP_NAME,
+        names.CREATED_BY_LABEL: names.CREATED_BY,
+    }
+    result.update({key: value for key, value in extra.items() if key not in _PROTECTED_POD_LABELS})
+    return result
+
+
+def head_service_selector(cluster: JSON) -> dict[str, str]:
+    """What the head Service selects, and the labels it carries (KubeRay's `HeadServiceLabels`)."""
+    return {
+        names.CLUSTER_LABEL: cluster_name(cluster),
+        names.NODE_TYPE_LABEL: names.HEAD_NODE,
+        names.IDENTIFIER_LABEL: identifier(cluster, names.HEAD_NODE),
+        names.APP_NAME_LABEL: names.APP_NAME,
+        names.CREATED_BY_LABEL: names.CREATED_BY,
+    }
+
+
+def owner_references(cluster: JSON) -> list[JSON]:
+    """A controller reference to the RayCluster, or none while its uid is unknown (dry builds)."""
+    meta = metadata(cluster)
+    if not meta.get("uid"):
+        return []
+    return [
+        {
+            "apiVersion": cluster.get("apiVersion", "ray.io/v1"),
+            "kind": cluster.get("kind", "RayCluster"),
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]

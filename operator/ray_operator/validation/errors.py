@@ -1,0 +1,103 @@
+"""Field errors in the shape Kubernetes reports them (apimachinery's `field.Error`).
+
+A `FieldError` prints as `spec.workerGroupSpecs[1].minReplicas: Invalid value: 5: must be less
+than or equal to maxReplicas (3)`, and its `reason` is the StatusCause type the admission webhook
+returns, so `kubectl apply` shows our messages exactly as it shows the API server's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from typing import Any
+
+
+class ErrorType(enum.Enum):
+    """The kinds of field error Kubernetes knows; values are the StatusCause reasons."""
+
+    INVALID = "FieldValueInvalid"
+    REQUIRED = "FieldValueRequired"
+    DUPLICATE = "FieldValueDuplicate"
+    FORBIDDEN = "FieldValueForbidden"
+    TOO_LONG = "FieldValueTooLong"
+    NOT_SUPPORTED = "FieldValueNotSupported"
+
+
+_OMITTED = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldError:
+    """One violation: where (`field`, e.g. `spec.headGroupSpec.rayStartParams`), what, why."""
+
+    type: ErrorType
+    field: str
+    value: Any = _OMITTED
+    detail: str = ""
+
+    @property
+    def reason(self) -> str:
+        return self.type.value
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body()}"
+
+    def body(self) -> str:
+        """The message without the field path, as apimachinery's `ErrorBody`."""
+        detail = f": {self.detail}" if self.detail else ""
+        match self.type:
+            case ErrorType.INVALID:
+                return f"Invalid value: {_show(self.value)}{detail}"
+            case ErrorType.DUPLICATE:
+                return f"Duplicate value: {_show(self.value)}"
+            case ErrorType.NOT_SUPPORTED:
+                return f"Unsupported value: {_show(self.value)}{detail}"
+            case ErrorType.REQUIRED:
+                return f"Required value{detail}"
+            case ErrorType.FORBIDDEN:
+                return f"Forbidden{detail}"
+            case ErrorType.TOO_LONG:
+                return f"Too long{detail}"
+
+
+def _show(value: Any) -> str:
+    if value is _OMITTED:
+        return "<omitted>"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def invalid(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(ErrorType.INVALID, field, value, detail)
+
+
+def required(field: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.REQUIRED, field, detail=detail)
+
+
+def duplicate(field: str, value: Any) -> FieldError:
+    return FieldError(ErrorType.DUPLICATE, field, value)
+
+
+def forbidden(field: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.FORBIDDEN, field, detail=detail)
+
+
+def too_long(field: str, value: Any, limit: int) -> FieldError:
+    return FieldError(ErrorType.TOO_LONG, field, value, f"may not be more than {limit} bytes")
+
+
+def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
+    listing = ", ".join(json.dumps(item) for item in supported)
+    return FieldError(ErrorType.NOT_SUPPORTED, field, value, f"supported values: {listing}")
+
+
+def summarize(errors: list[FieldError]) -> str:
+    """All errors in one line, for an Event or a condition message."""
+    return "; ".join(str(error) for error in errors)
