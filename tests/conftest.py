@@ -8,7 +8,9 @@ and no namespace controller, so tests clean up what they need gone explicitly.
 from __future__ import annotations
 
 import itertools
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,15 +31,21 @@ def pytest_report_header() -> str:
 
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    """A running control plane with the ray.io CRDs installed, shared by the whole run."""
-    plane = LocalControlPlane(tmp_path_factory.mktemp("control-plane"), ensure_binaries())
+def control_plane() -> Iterator[LocalControlPlane]:
+    """A running control plane with the ray.io CRDs installed, shared by the whole run.
+
+    Its directory is outside pytest's basetemp: pytest prunes old basetemps, and a second pytest
+    run on the same machine would otherwise delete a running control plane's etcd data.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="ray-operator-control-plane-"))
+    plane = LocalControlPlane(directory, ensure_binaries())
     plane.start()
     try:
         install_crds(plane.kubeconfig)
         yield plane
     finally:
         plane.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

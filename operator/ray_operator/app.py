@@ -1,0 +1,284 @@
+"""The operator process: wires cache, watchers, queue, workers, leader election and HTTP server.
+
+`run(settings, controllers=[...], components=[...])` is the synchronous entry of
+`ray-operator run`: it installs uvloop, runs `Operator.run` until SIGTERM/SIGINT and returns the
+exit code. Controllers come in as factories (`ControllerContext -> Controller`), so the
+RayCluster/RayJob/RayService controllers plug in from the outside and the runtime runs (and is
+tested) with none. Components are whatever else every replica runs beside them — the admission
+webhooks: a factory (`ComponentContext -> Component`) whose `run()` becomes one more root task,
+named after the component's class (`Webhooks` → `webhooks`).
+
+All root tasks are named and started in `Operator.run`, in one place:
+
+    watch:<Kind>[:<ns>]  one per watched kind (and namespace)    every replica
+    heartbeat            event-loop liveness for /healthz         every replica
+    server               /healthz /readyz /metrics                every replica
+    leader-election      campaign / renew the Lease               every replica
+    reconcilers          runs the workers while this replica leads
+    resync               re-enqueues everything every resync period, while leading
+    <component>          e.g. webhooks                             every replica
+
+When any of them ends, everything stops (exit code 1). On SIGTERM/SIGINT the operator stops taking
+work, lets in-flight reconciles finish within `shutdown_timeout`, stops the other tasks, releases
+the Lease so a standby takes over within one retry period, and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+import uvloop
+from kubernetes_asyncio.client import ApiClient
+
+from ray_operator.logs import configure_logging
+from ray_operator.metrics import Metrics
+from ray_operator.runtime.client import KubeClient, load_api_client
+from ray_operator.runtime.controller import ControllerContext, ControllerFactory
+from ray_operator.runtime.events import EventRecorder
+from ray_operator.runtime.kinds import OWNED_KINDS, OWNED_SELECTOR, WATCHED_KINDS, Kind
+from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
+from ray_operator.runtime.queue import WorkQueue
+from ray_operator.runtime.store import Store, StoreView
+from ray_operator.runtime.watcher import Watcher
+from ray_operator.runtime.workers import Workers
+from ray_operator.server import Heartbeat, metrics_routes, probe_routes, serve
+from ray_operator.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class Component(Protocol):
+    """Something every replica runs beside the reconcilers (the admission webhooks)."""
+
+    async def run(self) -> NoReturn:
+        """Run until cancelled; returning or raising stops the whole operator."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentContext:
+    """What a component factory gets."""
+
+    client: KubeClient
+    """The API client, NOT guarded by the lease: components run on every replica."""
+    store: StoreView
+    """The watch cache (read-only)."""
+    settings: Settings
+    """The operator's settings."""
+    metrics: Metrics
+    """The operator's metrics (register the component's own in `metrics.registry`)."""
+
+
+ComponentFactory = Callable[[ComponentContext], Component]
+"""Builds a component; `app.run(settings, components=[...])` takes these."""
+
+
+def run(
+    settings: Settings,
+    *,
+    controllers: Sequence[ControllerFactory] = (),
+    components: Sequence[ComponentFactory] = (),
+) -> int:
+    """Run the operator on uvloop until SIGTERM/SIGINT; the process exit code."""
+    configure_logging(log_format=settings.log_format, level=settings.log_level)
+    return uvloop.run(_main(settings, controllers=controllers, components=components))
+
+
+async def _main(
+    settings: Settings,
+    *,
+    controllers: Sequence[ControllerFactory],
+    components: Sequence[ComponentFactory],
+) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    api = await load_api_client(settings.kubeconfig)
+    try:
+        operator = Operator(settings, api=api, controllers=controllers, components=components)
+        return await operator.run(stop)
+    finally:
+        await api.close()
+
+
+class Operator:
+    """One operator replica: every component, built from `Settings` and an `ApiClient`.
+
+    The `ApiClient` stays the caller's: the operator uses it but does not close it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        api: ApiClient,
+        controllers: Sequence[ControllerFactory] = (),
+        components: Sequence[ComponentFactory] = (),
+        metrics: Metrics | None = None,
+        kinds: Sequence[Kind] = WATCHED_KINDS,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.store = Store()
+        self.metrics.watch_resources(self.store)
+        api_client = KubeClient(api, metrics=self.metrics)
+        self.leadership = self._leadership(api_client)
+        # Everything a controller writes goes through the guard: no writes without the lease.
+        self.client = api_client.with_write_guard(self.leadership.check_may_write)
+        self.events = EventRecorder(self.client, metrics=self.metrics, instance=settings.identity)
+        context = ControllerContext(store=self.store, client=self.client, events=self.events)
+        self.controllers = [factory(context) for factory in controllers]
+        self.queue: WorkQueue[Any] = WorkQueue(metrics=self.metrics)
+        self.workers = Workers(
+            self.controllers,
+            self.queue,
+            metrics=self.metrics,
+            concurrency=settings.max_concurrent_reconciles,
+        )
+        self.watchers = [
+            Watcher(
+                api_client,
+                self.store,
+                kind,
+                on_change=self.workers.dispatch,
+                metrics=self.metrics,
+                namespace=namespace,
+                label_selector=OWNED_SELECTOR if kind in OWNED_KINDS else None,
+                timeout_seconds=settings.watch_timeout,
+            )
+            for kind in kinds
+            for namespace in (settings.namespaces or (None,))
+        ]
+        component_context = ComponentContext(
+            client=api_client, store=self.store, settings=settings, metrics=self.metrics
+        )
+        self.components = [factory(component_context) for factory in components]
+        self.heartbeat = Heartbeat()
+        self._term: asyncio.Task[None] | None = None  # the workers, while leading
+
+    def not_synced(self) -> list[str]:
+        """Watchers that have not completed their first list (empty: ready)."""
+        return [watcher.name for watcher in self.watchers if not watcher.synced.is_set()]
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until `stop` is set (exit code 0) or a root task ends (exit code 1)."""
+        tasks = self._start_root_tasks()
+        stopping = asyncio.create_task(stop.wait(), name="stop")
+        try:
+            done, _ = await asyncio.wait([*tasks, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        exit_code = 0
+        for task in done - {stopping}:
+            exit_code = 1
+            error = None if task.cancelled() else task.exception()
+            logger.error("root task %s ended; stopping everything", task.get_name(), exc_info=error)
+        if exit_code == 0:
+            logger.info("stop requested; finishing in-flight reconciles")
+        await self._shut_down(tasks)
+        return exit_code
+
+    def _start_root_tasks(self) -> list[asyncio.Task[Any]]:
+        roots: list[tuple[str, Coroutine[Any, Any, Any]]] = [
+            *((watcher.name, watcher.run()) for watcher in self.watchers),
+            ("heartbeat", self.heartbeat.run()),
+            ("server", serve(self._sites())),
+            ("leader-election", self.leadership.run()),
+            ("reconcilers", self._reconcile_while_leading()),
+            ("resync", self._resync_periodically()),
+            *((type(component).__name__.lower(), component.run()) for component in self.components),
+        ]
+        logger.info(
+            "starting %s as %s (namespaces: %s)",
+            ", ".join(name for name, _ in roots),
+            self.settings.identity,
+            ", ".join(self.settings.namespaces) or "all",
+        )
+        return [asyncio.create_task(coroutine, name=name) for name, coroutine in roots]
+
+    async def _shut_down(self, tasks: list[asyncio.Task[Any]]) -> None:
+        self.queue.shut_down()  # stop taking work; in-flight keys run to their end
+        term = self._term
+        if term is not None and not term.done():
+            await asyncio.wait([term], timeout=self.settings.shutdown_timeout)
+            if not term.done():
+                logger.warning(
+                    "in-flight reconciles did not finish within %.0fs; cancelling",
+                    self.settings.shutdown_timeout,
+                )
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        # Only now, with no reconcile and no renewal left running, hand the Lease over.
+        await self.leadership.release()
+        logger.info("stopped")
+
+    def _leadership(self, client: KubeClient) -> Leadership:
+        settings = self.settings
+        if not settings.leader_elect:
+            return AlwaysLeader(metrics=self.metrics, lease_name=settings.lease_name)
+        config = LeaseConfig(
+            name=settings.lease_name,
+            namespace=settings.lease_namespace,
+            identity=settings.identity,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.lease_renew_deadline,
+            retry_period=settings.lease_retry_period,
+        )
+        return LeaderElector(client, config, metrics=self.metrics)
+
+    def _sites(self) -> list[tuple[str, list[Any]]]:
+        return [
+            (
+                self.settings.health_addr,
+                probe_routes(heartbeat=self.heartbeat, synced=self.not_synced),
+            ),
+            (self.settings.metrics_addr, metrics_routes(self.metrics)),
+        ]
+
+    async def _reconcile_while_leading(self) -> NoReturn:
+        while True:
+            await self.leadership.leading.wait()
+            # Like controller-runtime: no reconcile before every cache has listed once, or a
+            # controller would take "not in the cache" for "does not exist".
+            await asyncio.gather(*(watcher.synced.wait() for watcher in self.watchers))
+            if not self.leadership.leading.is_set():
+                continue
+            self.workers.enqueue_all(self.store)
+            logger.info(
+                "leading: reconciling %d queued keys with %d workers",
+                len(self.queue),
+                self.settings.max_concurrent_reconciles,
+            )
+            await self._reconcile_until_following()
+
+    async def _reconcile_until_following(self) -> None:
+        self._term = asyncio.create_task(self.workers.run(), name="workers")
+        following = asyncio.create_task(self.leadership.following.wait(), name="following")
+        try:
+            await asyncio.wait([self._term, following], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            following.cancel()
+            self._term.cancel()
+            await asyncio.wait([self._term, following])
+        if not self._term.cancelled() and self._term.exception() is not None:
+            raise RuntimeError("the reconcile workers crashed") from self._term.exception()
+        if self.queue.shutting_down:
+            # The workers ended because the queue shut down: this task's job is done.
+            await asyncio.Event().wait()
+        logger.warning("no longer leading: stopped the workers")
+
+    async def _resync_periodically(self) -> NoReturn:
+        while True:
+            await asyncio.sleep(self.settings.resync_period)
+            if self.leadership.leading.is_set():
+                self.workers.enqueue_all(self.store)
+
+
+__all__ = ["Component", "ComponentContext", "ComponentFactory", "Operator", "run"]

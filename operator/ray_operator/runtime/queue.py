@@ -1,0 +1,166 @@
+"""The work queue: keys to reconcile, following client-go's keyed model.
+
+- A key is in the queue at most once: a burst of adds for one key coalesces into one reconcile.
+- A key is handed to one worker at a time. A key added while it is being processed is marked
+  dirty and handed out again once that worker calls `done` — so the change that arrived during the
+  reconcile is never lost, yet two reconciles of one object never overlap.
+- `add_after` re-adds a key after a delay (a controller's `requeue_after`, or a retry); of several
+  pending delays for one key the earliest wins.
+- `add_with_backoff` retries a failed key after a per-key exponential delay; `forget` resets it
+  after a success.
+
+Time comes from the event loop (`loop.call_later`), so tests drive it with a virtual clock.
+The queue holds no reconcile logic; `workers.py` decides what to do with each key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
+    from ray_operator.metrics import Metrics
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Per-key exponential backoff: `base * 2**failures`, at most `cap` seconds."""
+
+    base: float = 0.1
+    """Delay after the first failure, in seconds."""
+    cap: float = 300.0
+    """The longest delay, in seconds (client-go uses 1000; Ray clusters recover faster)."""
+
+    def delay(self, failures: int) -> float:
+        """The delay before retry number `failures + 1`."""
+        return min(self.cap, self.base * 2.0 ** min(failures, 64))
+
+
+class WorkQueue(Generic[K]):
+    """De-duplicating, per-key serialising queue with delayed adds and per-key backoff."""
+
+    def __init__(self, *, backoff: Backoff | None = None, metrics: Metrics | None = None) -> None:
+        self._backoff = backoff or Backoff()
+        self._metrics = metrics
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()  # waiting to be processed (queued, or re-added in flight)
+        self._processing: set[K] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._failures: dict[K, int] = {}
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._shutting_down = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether `shut_down` was called."""
+        return self._shutting_down
+
+    @property
+    def in_flight(self) -> int:
+        """How many keys workers are processing now."""
+        return len(self._processing)
+
+    def add(self, key: K) -> None:
+        """Queue `key` unless it is queued already; if it is in flight, run it once more after."""
+        if self._shutting_down:
+            return
+        if self._metrics is not None:
+            self._metrics.queue_adds_total.inc()
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key in self._processing:
+            return
+        self._queue.append(key)
+        self._changed()
+        self._wakeup.set()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add `key` after `delay` seconds (now if `delay` <= 0); the earliest pending add wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        pending = self._timers.get(key)
+        if pending is not None:
+            if pending.when() <= when:
+                return
+            pending.cancel()
+        self._timers[key] = loop.call_at(when, self._fire, key)
+
+    def add_with_backoff(self, key: K) -> float:
+        """Retry `key` after its next backoff delay; returns that delay."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = self._backoff.delay(failures)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset the backoff of `key` (after a successful reconcile)."""
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        """How many times in a row `key` failed."""
+        return self._failures.get(key, 0)
+
+    async def get(self) -> K | None:
+        """The next key to process (marking it in flight), or None once the queue shuts down."""
+        while not self._queue:
+            if self._shutting_down:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        if self._shutting_down:
+            return None
+        key = self._queue.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        self._idle.clear()
+        self._changed()
+        return key
+
+    def done(self, key: K) -> None:
+        """Mark `key` processed; if it was re-added meanwhile, queue it again."""
+        self._processing.discard(key)
+        if key in self._dirty and not self._shutting_down:
+            self._queue.append(key)
+            self._wakeup.set()
+        if not self._processing:
+            self._idle.set()
+        self._changed()
+
+    def shut_down(self) -> None:
+        """Stop handing out keys: `get` returns None; adds and pending delays are dropped."""
+        self._shutting_down = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._wakeup.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until no key is in flight (used to drain on shutdown)."""
+        await self._idle.wait()
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def _changed(self) -> None:
+        if self._metrics is not None:
+            self._metrics.queue_depth.set(len(self._queue))
+            self._metrics.queue_in_flight.set(len(self._processing))

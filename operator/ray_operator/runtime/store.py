@@ -1,0 +1,191 @@
+"""The watch cache: the latest trimmed copy of every watched object, and the lookups on it.
+
+Only the watchers write to the `Store` (`upsert`, `remove`, `replace`); controllers get it as a
+`StoreView` and read: `get` one object, `list` a kind, `list_for_cluster` (Pods/Services by
+namespace + `ray.io/cluster` label) and `list_owned_by` (dependents by owner uid). Reads are
+synchronous and cost no API call — the hot path of every reconcile.
+
+Objects are plain dicts as the API sent them, minus `metadata.managedFields` and the
+`kubectl.kubernetes.io/last-applied-configuration` annotation (often larger than the object itself).
+They are shared, not copied: callers must not mutate them (build a model or deep-copy first).
+
+A controller sees its own writes once the watch delivers them (usually milliseconds later): the
+written object's event enqueues its key again, so "create, then find it in the cache" is a matter
+of the next reconcile; controllers that must not act twice meanwhile keep expectations.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ray_operator.labels import CLUSTER_LABEL
+from ray_operator.runtime.kinds import Kind
+
+Object = dict[str, Any]
+
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+class StoreView(Protocol):
+    """The read-only face of the cache that controllers get."""
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
+        """The cached object, or None when the cache has not seen it (or saw it deleted)."""
+        ...
+
+    def list(self, kind: Kind, *, namespace: str | None = None) -> builtins.list[Object]:
+        """All cached objects of a kind, optionally in one namespace."""
+        ...
+
+    def list_for_cluster(self, kind: Kind, namespace: str, cluster: str) -> builtins.list[Object]:
+        """Objects of `kind` in `namespace` labelled `ray.io/cluster=<cluster>`."""
+        ...
+
+    def list_owned_by(self, kind: Kind, owner_uid: str) -> builtins.list[Object]:
+        """Objects of `kind` with an ownerReference to `owner_uid`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one cache update did: `old` is None for an add, `new` is None for a delete."""
+
+    kind: Kind
+    old: Object | None
+    new: Object | None
+
+    @property
+    def latest(self) -> Object:
+        """The newest state known (the deleted object's last state for a delete)."""
+        obj = self.new if self.new is not None else self.old
+        assert obj is not None
+        return obj
+
+
+_Name = tuple[str, str]  # (namespace, name)
+
+
+class Store:
+    """The in-memory cache behind `StoreView`, with its indexes kept in step on every write."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Kind, dict[_Name, Object]] = defaultdict(dict)
+        self._by_cluster: dict[tuple[Kind, str, str], set[str]] = defaultdict(set)
+        self._by_owner: dict[tuple[Kind, str], set[_Name]] = defaultdict(set)
+
+    # -- reads (StoreView) ------------------------------------------------------------------
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Object | None:
+        return self._objects[kind].get((namespace, name))
+
+    def list(self, kind: Kind, *, namespace: str | None = None) -> builtins.list[Object]:
+        objects = self._objects[kind]
+        if namespace is None:
+            return list(objects.values())
+        return [obj for (ns, _), obj in objects.items() if ns == namespace]
+
+    def list_for_cluster(self, kind: Kind, namespace: str, cluster: str) -> builtins.list[Object]:
+        objects = self._objects[kind]
+        names = self._by_cluster.get((kind, namespace, cluster), ())
+        return [objects[(namespace, name)] for name in sorted(names)]
+
+    def list_owned_by(self, kind: Kind, owner_uid: str) -> builtins.list[Object]:
+        objects = self._objects[kind]
+        return [objects[key] for key in sorted(self._by_owner.get((kind, owner_uid), ()))]
+
+    def count(self, kind: Kind) -> int:
+        """How many objects of a kind the cache holds."""
+        return len(self._objects[kind])
+
+    # -- writes (watchers only) -------------------------------------------------------------
+
+    def upsert(self, kind: Kind, obj: Object) -> Change:
+        """Store the new state of an object (trimmed in place)."""
+        trim(obj)
+        key = _name_of(obj)
+        old = self._objects[kind].get(key)
+        if old is not None:
+            self._unindex(kind, old)
+        self._objects[kind][key] = obj
+        self._index(kind, obj)
+        return Change(kind, old, obj)
+
+    def remove(self, kind: Kind, obj: Mapping[str, Any]) -> Change:
+        """Forget a deleted object; the change carries the last state we had (or the event's)."""
+        key = _name_of(obj)
+        old = self._objects[kind].pop(key, None)
+        if old is not None:
+            self._unindex(kind, old)
+            return Change(kind, old, None)
+        return Change(kind, dict(obj), None)
+
+    def replace(
+        self, kind: Kind, objects: Iterable[Object], *, namespace: str | None = None
+    ) -> builtins.list[Change]:
+        """Make the cache of `kind` (in `namespace`, or everywhere) equal a fresh list.
+
+        Returns the differences — adds, updates (resourceVersion changed) and the deletions that
+        happened while we were not watching — so they are dispatched like watch events.
+        """
+        changes: list[Change] = []
+        seen: set[_Name] = set()
+        for obj in objects:
+            key = _name_of(obj)
+            seen.add(key)
+            old = self._objects[kind].get(key)
+            if old is None or _resource_version(old) != _resource_version(obj):
+                changes.append(self.upsert(kind, obj))
+        for key, old in list(self._objects[kind].items()):
+            if key not in seen and (namespace is None or key[0] == namespace):
+                changes.append(self.remove(kind, old))
+        return changes
+
+    def _index(self, kind: Kind, obj: Object) -> None:
+        metadata = obj["metadata"]
+        namespace, name = metadata.get("namespace", ""), metadata["name"]
+        cluster = (metadata.get("labels") or {}).get(CLUSTER_LABEL)
+        if cluster is not None:
+            self._by_cluster[(kind, namespace, cluster)].add(name)
+        for owner in metadata.get("ownerReferences") or ():
+            self._by_owner[(kind, owner["uid"])].add((namespace, name))
+
+    def _unindex(self, kind: Kind, obj: Object) -> None:
+        metadata = obj["metadata"]
+        namespace, name = metadata.get("namespace", ""), metadata["name"]
+        cluster = (metadata.get("labels") or {}).get(CLUSTER_LABEL)
+        if cluster is not None:
+            _discard(self._by_cluster, (kind, namespace, cluster), name)
+        for owner in metadata.get("ownerReferences") or ():
+            _discard(self._by_owner, (kind, owner["uid"]), (namespace, name))
+
+
+def trim(obj: Object) -> Object:
+    """Drop what the operator never reads and that costs memory: managedFields, last-applied."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+        annotations = metadata.get("annotations")
+        if annotations and LAST_APPLIED_ANNOTATION in annotations:
+            annotations.pop(LAST_APPLIED_ANNOTATION)
+    return obj
+
+
+def _name_of(obj: Mapping[str, Any]) -> _Name:
+    metadata = obj["metadata"]
+    return metadata.get("namespace", ""), metadata["name"]
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion", ""))
+
+
+def _discard(index: dict[Any, set[Any]], key: Any, member: Any) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(member)
+        if not members:
+            del index[key]

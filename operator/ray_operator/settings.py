@@ -1,0 +1,280 @@
+"""`ray-operator run`'s settings: the frozen `Settings`, its command-line flags and their env twins.
+
+Every flag `--some-flag` can also come from `RAY_OPERATOR_SOME_FLAG` (a flag on the command line
+wins). Repeatable flags take a comma-separated list from the environment
+(`RAY_OPERATOR_NAMESPACE=a,b`); booleans take true/false/1/0/yes/no.
+
+`cli.py` calls `add_run_arguments(parser)` and `settings_from_args(args)`; the app takes `Settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "RAY_OPERATOR_"
+IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How one operator process runs."""
+
+    kubeconfig: Path | None = None
+    """Kubeconfig file; None: in-cluster credentials, else $KUBECONFIG or ~/.kube/config."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch and reconcile; empty: all namespaces."""
+    leader_elect: bool = True
+    """Elect a leader through a Lease so that only one replica reconciles."""
+    lease_name: str = "ray-operator-leader"
+    """Name of the coordination.k8s.io/v1 Lease used for leader election."""
+    lease_namespace: str = "default"
+    """Namespace of the Lease (in a cluster: the operator's own namespace)."""
+    lease_duration: float = 15.0
+    """Seconds a standby waits after the leader's last renewal before taking over."""
+    lease_renew_deadline: float = 10.0
+    """Seconds the leader keeps failing to renew before it stops writing and steps down."""
+    lease_retry_period: float = 2.0
+    """Seconds between acquisition attempts and between renewals."""
+    identity: str = field(default_factory=lambda: default_identity())
+    """This replica's holderIdentity in the Lease (default: hostname + random suffix)."""
+    health_addr: str = ":8082"
+    """host:port of /healthz and /readyz (KubeRay's probe port); empty host: all interfaces."""
+    metrics_addr: str = ":8080"
+    """host:port of /metrics (KubeRay's metrics port); may equal `health_addr`."""
+    webhook_port: int = 9443
+    """Port of the admission webhooks (TLS), served on every replica."""
+    max_concurrent_reconciles: int = 4
+    """How many objects are reconciled at once (one reconcile per object at a time, always)."""
+    resync_period: float = 600.0
+    """Seconds between re-enqueueing every object, to heal anything a missed event left behind."""
+    shutdown_timeout: float = 20.0
+    """Seconds in-flight reconciles get to finish after SIGTERM before they are cancelled."""
+    watch_timeout: int = 300
+    """Seconds after which the API server ends a watch (it is resumed at once); also bounds how
+    long a silently stalled watch goes unnoticed (1.2 × this + 30s)."""
+    log_format: str = "text"
+    """`text` or `json`."""
+    log_level: str = "INFO"
+    """DEBUG, INFO, WARNING or ERROR."""
+    dashboard_url_overrides: tuple[str, ...] = ()
+    """`<namespace>/<cluster>=<url>` entries (the cluster part may be a glob, e.g. `ns/svc-*`):
+    where the operator reaches those clusters' Ray dashboards instead of the head Service's
+    cluster DNS name (for an operator running outside the cluster)."""
+    serve_proxy_url_overrides: tuple[str, ...] = ()
+    """`<namespace>/<cluster>=<url>` entries: where the operator reaches those clusters' head
+    Serve proxy for its health check instead of the head Pod's IP."""
+
+
+def default_identity() -> str:
+    """`<hostname>_<8 hex digits>`: unique per process even for replicas on one host."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def default_lease_namespace() -> str:
+    """The namespace of our service account when in a cluster, else `default`."""
+    try:
+        return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `ray-operator run`'s flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
+    defaults = Settings(identity="")
+
+    def env(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
+        raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
+        return default if raw is None else convert(raw)
+
+    add = parser.add_argument
+    add(
+        "--kubeconfig",
+        default=env("kubeconfig", str, None),
+        help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    )
+    # Not defaulted from the environment here: `append` would add the flags to that list.
+    add(
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        default=None,
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    )
+    add(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=env("leader-elect", _boolean, defaults.leader_elect),
+        help="elect a leader through a Lease (default: %(default)s)",
+    )
+    add(
+        "--lease-name",
+        default=env("lease-name", str, defaults.lease_name),
+        help="Lease name (default: %(default)s)",
+    )
+    add(
+        "--lease-namespace",
+        default=env("lease-namespace", str, None),
+        help="Lease namespace (default: the pod's namespace in a cluster, else `default`)",
+    )
+    add(
+        "--lease-duration",
+        type=float,
+        default=env("lease-duration", float, defaults.lease_duration),
+        help="seconds before a standby takes over a silent leader (default: %(default)s)",
+    )
+    add(
+        "--lease-renew-deadline",
+        type=float,
+        default=env("lease-renew-deadline", float, defaults.lease_renew_deadline),
+        help="seconds a leader may fail to renew before it steps down (default: %(default)s)",
+    )
+    add(
+        "--lease-retry-period",
+        type=float,
+        default=env("lease-retry-period", float, defaults.lease_retry_period),
+        help="seconds between lease attempts and renewals (default: %(default)s)",
+    )
+    add(
+        "--identity",
+        default=env("identity", str, None),
+        help="holderIdentity in the Lease; set it to the pod name (default: hostname + random)",
+    )
+    add(
+        "--health-addr",
+        default=env("health-addr", str, defaults.health_addr),
+        help="host:port for /healthz and /readyz (default: %(default)s)",
+    )
+    add(
+        "--metrics-addr",
+        default=env("metrics-addr", str, defaults.metrics_addr),
+        help="host:port for /metrics (default: %(default)s)",
+    )
+    add(
+        "--webhook-port",
+        type=int,
+        default=env("webhook-port", int, defaults.webhook_port),
+        help="admission webhook port (default: %(default)s)",
+    )
+    add(
+        "--max-concurrent-reconciles",
+        type=_positive_int,
+        default=env("max-concurrent-reconciles", _positive_int, defaults.max_concurrent_reconciles),
+        help="objects reconciled at once (default: %(default)s)",
+    )
+    add(
+        "--resync-period",
+        type=float,
+        default=env("resync-period", float, defaults.resync_period),
+        help="seconds between full re-enqueues (default: %(default)s)",
+    )
+    add(
+        "--shutdown-timeout",
+        type=float,
+        default=env("shutdown-timeout", float, defaults.shutdown_timeout),
+        help="seconds for in-flight reconciles after SIGTERM (default: %(default)s)",
+    )
+    add(
+        "--watch-timeout",
+        type=int,
+        default=env("watch-timeout", int, defaults.watch_timeout),
+        help="seconds after which watches are renewed (default: %(default)s)",
+    )
+    add(
+        "--log-format",
+        choices=("text", "json"),
+        default=env("log-format", str, defaults.log_format),
+        help="log line format (default: %(default)s)",
+    )
+    add(
+        "--log-level",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        default=env("log-level", str.upper, defaults.log_level),
+        help="log level (default: %(default)s)",
+    )
+    add(
+        "--dashboard-url-override",
+        dest="dashboard_url_overrides",
+        action="append",
+        default=env("dashboard-url-override", _comma_list, None),
+        help="<namespace>/<cluster glob>=<url>: reach those clusters' Ray dashboards there "
+        "(repeatable; default: the head Service's cluster DNS name)",
+    )
+    add(
+        "--serve-proxy-url-override",
+        dest="serve_proxy_url_overrides",
+        action="append",
+        default=env("serve-proxy-url-override", _comma_list, None),
+        help="<namespace>/<cluster glob>=<url>: reach those clusters' head Serve proxies there "
+        "(repeatable; default: the head Pod's IP)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The `Settings` described by parsed `run` arguments."""
+    return Settings(
+        identity=args.identity or default_identity(),
+        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+        namespaces=tuple(
+            dict.fromkeys(
+                args.namespaces
+                if args.namespaces is not None
+                else _comma_list(os.environ.get(f"{ENV_PREFIX}NAMESPACE", ""))
+            )
+        ),
+        leader_elect=args.leader_elect,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace or default_lease_namespace(),
+        lease_duration=args.lease_duration,
+        lease_renew_deadline=args.lease_renew_deadline,
+        lease_retry_period=args.lease_retry_period,
+        health_addr=args.health_addr,
+        metrics_addr=args.metrics_addr,
+        webhook_port=args.webhook_port,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        resync_period=args.resync_period,
+        shutdown_timeout=args.shutdown_timeout,
+        watch_timeout=args.watch_timeout,
+        log_format=args.log_format,
+        log_level=args.log_level,
+        dashboard_url_overrides=tuple(args.dashboard_url_overrides or ()),
+        serve_proxy_url_overrides=tuple(args.serve_proxy_url_overrides or ()),
+    )
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """`host:port` (or `:port`, all interfaces) as a (host, port) pair."""
+    host, separator, port = address.rpartition(":")
+    if not separator or not port.isdigit():
+        raise ValueError(f"address must be host:port, got {address!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _comma_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+__all__: Sequence[str] = ("Settings", "add_run_arguments", "parse_address", "settings_from_args")

@@ -1,0 +1,113 @@
+"""`ray-operator run`'s flags and env twins, and the log line formats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from ray_operator.logs import JsonFormatter, TextFormatter, about
+from ray_operator.runtime import ObjectKey
+from ray_operator.settings import Settings, add_run_arguments, settings_from_args
+
+
+def parse(*argv: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    return settings_from_args(parser.parse_args(argv))
+
+
+def test_defaults_watch_all_namespaces_with_leader_election() -> None:
+    settings = parse()
+    assert settings.namespaces == ()
+    assert settings.leader_elect is True
+    assert settings.kubeconfig is None
+    assert (settings.health_addr, settings.metrics_addr) == (":8082", ":8080")
+    assert settings.identity  # generated, unique per process
+
+
+def test_flags_set_every_setting() -> None:
+    settings = parse(
+        "--kubeconfig",
+        "/k",
+        "--namespace",
+        "a",
+        "--namespace",
+        "b",
+        "--no-leader-elect",
+        "--lease-name",
+        "l",
+        "--lease-namespace",
+        "ln",
+        "--health-addr",
+        "127.0.0.1:1",
+        "--metrics-addr",
+        "127.0.0.1:2",
+        "--webhook-port",
+        "3",
+        "--max-concurrent-reconciles",
+        "7",
+        "--log-format",
+        "json",
+        "--log-level",
+        "debug",
+        "--identity",
+        "me",
+    )
+    assert settings == Settings(
+        kubeconfig=Path("/k"),
+        namespaces=("a", "b"),
+        leader_elect=False,
+        lease_name="l",
+        lease_namespace="ln",
+        health_addr="127.0.0.1:1",
+        metrics_addr="127.0.0.1:2",
+        webhook_port=3,
+        max_concurrent_reconciles=7,
+        log_format="json",
+        log_level="DEBUG",
+        identity="me",
+    )
+
+
+def test_environment_variables_stand_in_for_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_OPERATOR_NAMESPACE", "a,b")
+    monkeypatch.setenv("RAY_OPERATOR_LEADER_ELECT", "false")
+    monkeypatch.setenv("RAY_OPERATOR_MAX_CONCURRENT_RECONCILES", "9")
+    monkeypatch.setenv("RAY_OPERATOR_LOG_FORMAT", "json")
+    settings = parse()
+    assert settings.namespaces == ("a", "b")
+    assert settings.leader_elect is False
+    assert settings.max_concurrent_reconciles == 9
+    assert settings.log_format == "json"
+    # The command line wins.
+    assert parse("--leader-elect").leader_elect is True
+    assert parse("--namespace", "c").namespaces == ("c",)
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(AttributeError):
+        settings.namespaces = ("x",)  # type: ignore[misc]
+
+
+def record(message: str) -> logging.LogRecord:
+    return logging.LogRecord("ray_operator.test", logging.INFO, __file__, 1, message, None, None)
+
+
+def test_log_lines_in_a_reconcile_are_prefixed_with_the_object() -> None:
+    with about(ObjectKey("RayCluster", "ns", "raycluster-a")):
+        line = TextFormatter().format(record("creating head pod"))
+    assert line.endswith(" INFO ray_operator.test: ns/raycluster-a: creating head pod")
+    assert TextFormatter().format(record("idle")).endswith("ray_operator.test: idle")
+
+
+def test_json_log_lines_carry_the_object_as_a_field() -> None:
+    with about(ObjectKey("RayCluster", "ns", "raycluster-a")):
+        entry = json.loads(JsonFormatter().format(record("creating head pod")))
+    assert entry["object"] == "ns/raycluster-a"
+    assert entry["message"] == "creating head pod"
+    assert entry["level"] == "INFO"
+    assert entry["time"].endswith("Z")

@@ -1,0 +1,170 @@
+"""Watchers against the real API server: cache contents, label selection, relist, stalls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ray_operator.metrics import Metrics
+from ray_operator.runtime import OWNED_SELECTOR, POD, KubeClient
+from ray_operator.runtime.errors import Gone, error_from_status
+from ray_operator.runtime.store import Change, Store
+from ray_operator.runtime.watcher import Watcher
+
+from tests.runtime.waiting import eventually
+
+
+def pod(name: str, namespace: str, *, owned: bool) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/created-by": "ray-operator"} if owned else {"app": "other"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+@asynccontextmanager
+async def watching(watcher: Watcher) -> AsyncIterator[Watcher]:
+    task = asyncio.create_task(watcher.run(), name=watcher.name)
+    try:
+        await asyncio.wait_for(watcher.synced.wait(), timeout=10)
+        yield watcher
+    finally:
+        task.cancel()
+        await asyncio.wait([task])
+
+
+def names(changes: list[Change]) -> set[str]:
+    return {change.latest["metadata"]["name"] for change in changes}
+
+
+async def test_owned_pods_are_cached_through_create_change_and_delete(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    store, changes = Store(), []
+    watcher = Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=changes.append,
+        metrics=metrics,
+    )
+    async with watching(watcher):
+        await client.create(POD, pod("ours", namespace, owned=True))
+        await eventually(lambda: store.get(POD, namespace, "ours") is not None)
+        await client.patch(POD, "ours", {"metadata": {"labels": {"x": "y"}}}, namespace=namespace)
+        await eventually(
+            lambda: (
+                (store.get(POD, namespace, "ours") or {})
+                .get("metadata", {})
+                .get("labels", {})
+                .get("x")
+                == "y"
+            )
+        )
+        cached = store.get(POD, namespace, "ours")
+        assert cached is not None
+        assert "managedFields" not in cached["metadata"]
+        await client.delete(POD, "ours", namespace=namespace)
+        await eventually(lambda: store.get(POD, namespace, "ours") is None)
+    kinds_of_change = [(c.old is None, c.new is None) for c in changes]
+    assert kinds_of_change[0] == (True, False)  # added
+    assert (False, False) in kinds_of_change[1:-1]  # changed (the label; deletion may add one)
+    assert kinds_of_change[-1] == (False, True)  # deleted
+
+
+async def test_pods_without_our_label_never_reach_the_cache(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    store, changes = Store(), []
+    watcher = Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=changes.append,
+        metrics=metrics,
+    )
+    async with watching(watcher):
+        await client.create(POD, pod("theirs", namespace, owned=False))
+        await client.create(POD, pod("ours", namespace, owned=True))
+        await eventually(lambda: store.get(POD, namespace, "ours") is not None)
+    assert names(changes) == {"ours"}
+    assert store.count(POD) == 1
+
+
+async def test_a_relist_reports_objects_deleted_while_nobody_watched(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    store, changes = Store(), []
+    # What the cache held before the gap: a Pod that has since been deleted.
+    store.upsert(
+        POD,
+        pod("deleted-meanwhile", namespace, owned=True)
+        | {
+            "metadata": {
+                "name": "deleted-meanwhile",
+                "namespace": namespace,
+                "resourceVersion": "1",
+            }
+        },
+    )
+    await client.create(POD, pod("created-meanwhile", namespace, owned=True))
+    watcher = Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=changes.append,
+        metrics=metrics,
+    )
+    async with watching(watcher):
+        pass
+    deleted = [c for c in changes if c.new is None]
+    added = [c for c in changes if c.old is None]
+    assert names(deleted) == {"deleted-meanwhile"}
+    assert names(added) == {"created-meanwhile"}
+
+
+async def test_a_silent_watch_is_restarted_after_the_inactivity_timeout(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    store = Store()
+    watcher = Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=lambda change: None,
+        metrics=metrics,
+        inactivity_timeout=0.3,
+    )
+
+    def restarts() -> float:
+        return (
+            metrics.registry.get_sample_value(
+                "ray_operator_watch_restarts_total", {"kind": "Pod", "reason": "inactivity"}
+            )
+            or 0
+        )
+
+    async with watching(watcher):
+        await eventually(lambda: restarts() >= 1)
+        # Resumed from where it was: a later change still arrives.
+        await client.create(POD, pod("later", namespace, owned=True))
+        await eventually(lambda: store.get(POD, namespace, "later") is not None)
+
+
+def test_an_error_event_with_code_410_maps_to_gone() -> None:
+    # What the API server streams when the resume point fell out of its window; the watcher
+    # answers Gone with a relist (exercised for real in test_apiserver_restart.py).
+    status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+    assert isinstance(error_from_status(410, status, what="watch Pod"), Gone)
