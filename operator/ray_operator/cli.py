@@ -74,9 +74,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from ray_operator.app import run
+    from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.settings import settings_from_args
 
-    return run(settings_from_args(args))
+    return run(settings_from_args(args), controllers=[RayClusterController])
 
 
 def _dev(args: argparse.Namespace) -> int:

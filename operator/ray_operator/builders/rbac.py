@@ -1,0 +1,97 @@
+"""The ServiceAccount, Role and RoleBinding that let Ray's autoscaler (in the head Pod) scale.
+
+Ray's autoscaler runs as a sidecar of the head Pod and talks to the API server with the head
+Pod's ServiceAccount: it lists and patches Pods and patches the RayCluster's `replicas` and
+`workersToDelete`. KubeRay creates these three objects for every RayCluster with
+`enableInTreeAutoscaling: true`, named after the cluster, with the same rules; so do we, so the
+autoscaler of any Ray version finds what it expects. A ServiceAccount the user names in the head
+template is the user's to create (KubeRay's rule, kuberay#1128): we only bind the Role to it.
+"""
+
+from __future__ import annotations
+
+from ray_operator import labels as names
+from ray_operator.builders.manifest import (
+    JSON,
+    ClusterLike,
+    as_manifest,
+    cluster_name,
+    cluster_namespace,
+    head_group,
+)
+from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.naming import check_name
+
+AUTOSCALER_RULES: tuple[JSON, ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+    # In-place Pod resize (Kubernetes 1.33+), which newer autoscalers use for vertical scaling.
+    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "patch"]},
+)
+
+
+def autoscaler_service_account_name(cluster: ClusterLike) -> str:
+    """The head Pod's ServiceAccount: the one its template names, else the cluster's name."""
+    manifest = as_manifest(cluster)
+    template_spec = (head_group(manifest).get("template") or {}).get("spec") or {}
+    return str(template_spec.get("serviceAccountName") or cluster_name(manifest))
+
+
+def user_names_service_account(cluster: ClusterLike) -> bool:
+    """Whether the head template names a ServiceAccount (then the user creates it, not us)."""
+    manifest = as_manifest(cluster)
+    template_spec = (head_group(manifest).get("template") or {}).get("spec") or {}
+    return bool(template_spec.get("serviceAccountName"))
+
+
+def build_autoscaler_service_account(cluster: ClusterLike) -> JSON:
+    manifest = as_manifest(cluster)
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(manifest, name=check_name(autoscaler_service_account_name(manifest))),
+    }
+
+
+def build_autoscaler_role(cluster: ClusterLike) -> JSON:
+    manifest = as_manifest(cluster)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(manifest, name=check_name(cluster_name(manifest))),
+        "rules": [dict(rule) for rule in AUTOSCALER_RULES],
+    }
+
+
+def build_autoscaler_role_binding(cluster: ClusterLike) -> JSON:
+    manifest = as_manifest(cluster)
+    name = check_name(cluster_name(manifest))
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(manifest, name=name),
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": check_name(autoscaler_service_account_name(manifest)),
+                "namespace": cluster_namespace(manifest),
+            }
+        ],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+    }
+
+
+def _metadata(cluster: JSON, *, name: str) -> JSON:
+    metadata: JSON = {
+        "name": name,
+        "namespace": cluster_namespace(cluster),
+        "labels": {
+            names.CLUSTER_LABEL: cluster_name(cluster),
+            names.APP_NAME_LABEL: names.APP_NAME,
+            names.CREATED_BY_LABEL: names.CREATED_BY,
+        },
+    }
+    owners = owner_references(cluster)
+    if owners:
+        metadata["ownerReferences"] = owners
+    return metadata

@@ -1,0 +1,563 @@
+"""The RayCluster controller: make a cluster's Pods and Services match its spec, then report.
+
+`reconcile` reads like a table of contents: validate, remove what an earlier incarnation left,
+ensure the Services, carry out the scaling plan, clear `workersToDelete`, write the status. The
+decisions are pure functions elsewhere (`builders/` build the objects, `status/scaling.py` plans,
+`status/raycluster.py` computes the status, `validation/` judges the spec); this module only
+executes them against the API and records Events.
+
+Every create and delete goes through `Expectations`, so a cache that lags our own writes can never
+produce a duplicate Pod or a second delete. Deleting a RayCluster deletes its Pods and Services
+explicitly — the operator does not rely on the garbage collector (there is none in the test
+control plane, and a cluster may be deleted while the operator is down: its orphans are found
+again through their `ray.io/cluster` label).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray_operator import labels as names
+from ray_operator.builders.manifest import is_autoscaling_enabled, spec
+from ray_operator.builders.naming import random_suffix, replica_group_name
+from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
+from ray_operator.builders.rbac import (
+    build_autoscaler_role,
+    build_autoscaler_role_binding,
+    build_autoscaler_service_account,
+    user_names_service_account,
+)
+from ray_operator.builders.services import (
+    build_head_service,
+    build_headless_service,
+    needs_headless_service,
+)
+from ray_operator.controllers.expectations import Expectations
+from ray_operator.runtime.client import PatchType
+from ray_operator.runtime.controller import (
+    ControllerContext,
+    Result,
+    cluster_key_from_label,
+    own_key,
+)
+from ray_operator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from ray_operator.runtime.kinds import (
+    AUTOSCALER_RBAC_KINDS,
+    POD,
+    RAY_CLUSTER,
+    ROLE,
+    ROLE_BINDING,
+    SERVICE,
+    SERVICE_ACCOUNT,
+    Kind,
+    ObjectKey,
+)
+from ray_operator.status import raycluster as cluster_status
+from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan, plan_scaling
+from ray_operator.validation.raycluster import validate_raycluster
+
+logger = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+
+# Creates of one reconcile run concurrently, but bounded: a 500-Pod scale-up must not open 500
+# connections at once, nor starve other clusters' reconciles of the API server.
+MAX_PARALLEL_WRITES = 16
+
+# Everything a RayCluster may own, all labelled `ray.io/cluster` and watched by the runtime.
+DEPENDENT_KINDS: tuple[Kind, ...] = (POD, SERVICE, *AUTOSCALER_RBAC_KINDS)
+
+
+class ReplicaFailureError(RuntimeError):
+    """Some Pod creates or deletes failed; the status says which, the queue retries with backoff."""
+
+
+# Status changes that only move counters or addresses are written at most this often per
+# cluster: while Pods come up one by one they would otherwise cost one write each.
+MIN_SECONDS_BETWEEN_PROGRESS_WRITES = 1.0
+# Pod names listed in one summarising Event before "and N more".
+NAMES_PER_EVENT = 10
+
+
+@dataclass
+class _Outcome:
+    """What one reconcile did: what the status must reflect and the Events must tell."""
+
+    failure: cluster_status.ReplicaFailure | None = None
+    # Event reason -> what happened, e.g. "CreatedWorkerPod" -> ["ns/a", "ns/b"]
+    done: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def record(self, reason: str, noun: str, name: str) -> None:
+        self.done.setdefault((reason, noun), []).append(name)
+
+
+class RayClusterController:
+    """Reconciles RayClusters; Pods and Services map to their cluster by `ray.io/cluster`."""
+
+    kind = RAY_CLUSTER
+
+    def __init__(
+        self,
+        context: ControllerContext,
+        *,
+        pod_options: PodOptions | None = None,
+        clock: Callable[[], datetime.datetime] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = context.store
+        self._client = context.client
+        self._events = context.events
+        self._pod_options = pod_options or PodOptions()
+        self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self._monotonic = monotonic
+        self._last_status_write: dict[ObjectKey, float] = {}
+        self._expectations = {kind: Expectations() for kind in DEPENDENT_KINDS}
+        # The status we last wrote, per cluster, with the resourceVersion our write produced:
+        # until the watch delivers that version the cache shows the older status, and comparing
+        # with it would write the same status twice.
+        self._written_status: dict[ObjectKey, tuple[str, dict[str, Any]]] = {}
+
+    def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
+        if kind in DEPENDENT_KINDS:
+            return cluster_key_from_label(obj)
+        return own_key(kind, obj, of=RAY_CLUSTER)
+
+    async def reconcile(self, key: ObjectKey) -> Result:
+        cluster = self._store.get(RAY_CLUSTER, key.namespace, key.name)
+        if cluster is None:
+            await self.delete_everything_of_deleted_cluster(key)
+            return Result()
+        if cluster["metadata"].get("deletionTimestamp"):
+            # Another controller's finalizer holds it; our Pods go once it is gone.
+            return Result()
+        problems = validate_raycluster(cluster)
+        if problems:
+            await self.report_invalid_spec(key, cluster, "; ".join(str(p) for p in problems))
+            return Result()  # No retry: only a spec change (a new event) can fix it.
+        outcome = _Outcome()
+        await self.delete_objects_of_earlier_incarnations(key, cluster)
+        await self.ensure_head_service(key, cluster)
+        await self.ensure_headless_worker_service(key, cluster)
+        await self.ensure_autoscaler_rbac(key, cluster)
+        plan = plan_scaling(
+            cluster, pods=self.observed_pods(key, cluster), provisioned=_is_provisioned(cluster)
+        )
+        await self.carry_out_scaling_plan(key, cluster, plan, outcome)
+        await self.record_what_was_done(cluster, outcome)
+        await self.clear_workers_to_delete(key, cluster, plan)
+        status_due_in = await self.update_status(key, cluster, outcome)
+        if outcome.failure is not None:
+            raise ReplicaFailureError(f"{key}: {outcome.failure.message}")
+        return Result(requeue_after=status_due_in)
+
+    # --- what the cache shows, corrected by our own pending writes -----------------------------
+
+    def observed(self, kind: Kind, key: ObjectKey, cluster: Object) -> list[Object]:
+        """This cluster's objects of `kind` (owned by its uid), with our creates not yet cached."""
+        uid = cluster["metadata"]["uid"]
+        cached = [
+            obj
+            for obj in self._store.list_for_cluster(kind, key.namespace, key.name)
+            if _owned_by(obj, uid)
+        ]
+        return self._expectations[kind].observe(key, cached)
+
+    def observed_pods(self, key: ObjectKey, cluster: Object) -> list[Object]:
+        return self.observed(POD, key, cluster)
+
+    # --- steps -------------------------------------------------------------------------------
+
+    async def delete_everything_of_deleted_cluster(self, key: ObjectKey) -> None:
+        """The RayCluster is gone: delete every Pod and Service it had (we rely on no GC)."""
+        leftovers = self._dependents(key, lambda owner_uid: True)
+        await self._delete_all(key, leftovers, why=f"RayCluster {key} was deleted")
+        if not leftovers:
+            for expectations in self._expectations.values():
+                expectations.forget(key)
+            self._written_status.pop(key, None)
+            self._last_status_write.pop(key, None)
+
+    async def delete_objects_of_earlier_incarnations(self, key: ObjectKey, cluster: Object) -> None:
+        """Pods/Services of a deleted RayCluster of the same name must not join the new one."""
+        uid = cluster["metadata"]["uid"]
+        stale = self._dependents(key, lambda owner_uid: owner_uid != uid)
+        await self._delete_all(key, stale, why="it belonged to an earlier RayCluster of this name")
+
+    async def ensure_head_service(self, key: ObjectKey, cluster: Object) -> None:
+        await self._ensure_service(key, cluster, build_head_service(cluster))
+
+    async def ensure_headless_worker_service(self, key: ObjectKey, cluster: Object) -> None:
+        if needs_headless_service(cluster):
+            await self._ensure_service(key, cluster, build_headless_service(cluster))
+
+    async def ensure_autoscaler_rbac(self, key: ObjectKey, cluster: Object) -> None:
+        """The ServiceAccount, Role and RoleBinding Ray's autoscaler acts with (as KubeRay)."""
+        if not is_autoscaling_enabled(spec(dict(cluster))):
+            return
+        if not user_names_service_account(cluster):
+            await self._ensure_object(
+                key, cluster, SERVICE_ACCOUNT, build_autoscaler_service_account(cluster)
+            )
+        await self._ensure_object(key, cluster, ROLE, build_autoscaler_role(cluster))
+        await self._ensure_object(
+            key, cluster, ROLE_BINDING, build_autoscaler_role_binding(cluster)
+        )
+
+    async def carry_out_scaling_plan(
+        self, key: ObjectKey, cluster: Object, plan: ScalingPlan, outcome: _Outcome
+    ) -> None:
+        if plan.extra_head_pods:
+            message = (
+                f"found {len(plan.extra_head_pods)} head Pods "
+                f"({', '.join(plan.extra_head_pods)}); expected exactly one"
+            )
+            await self._events.record(
+                cluster, reason="MultipleHeadPods", message=message, type="Warning"
+            )
+        pods = {p["metadata"]["name"]: p for p in self.observed_pods(key, cluster)}
+        deletions = list(plan.delete) + [d for g in plan.groups for d in g.delete]
+        await self._run_bounded(
+            self._delete_pod(key, cluster, pods[d.name], d, outcome)
+            for d in deletions
+            if d.name in pods
+        )
+        for group in plan.groups:
+            for unknown in group.unknown_workers_to_delete:
+                await self._events.record(
+                    cluster,
+                    reason="UnknownWorkerToDelete",
+                    type="Warning",
+                    message=f"scaleStrategy.workersToDelete of group {group.group_name} names "
+                    f"{unknown}, which is not a Pod of that group; ignored",
+                )
+        creates: list[Callable[[], Object]] = []
+        if plan.create_head:
+            creates.append(
+                lambda: build_head_pod(cluster, suffix=random_suffix(), options=self._pod_options)
+            )
+        for group in plan.groups:
+            creates += self._worker_pod_builders(cluster, group)
+        await self._run_bounded(self._create_pod(key, cluster, build, outcome) for build in creates)
+
+    async def record_what_was_done(self, cluster: Object, outcome: _Outcome) -> None:
+        """One Event per kind of action, naming the Pods (a 100-Pod scale-up is one Event)."""
+        for (reason, noun), names_done in outcome.done.items():
+            if len(names_done) == 1:
+                message = f"{reason_verb(reason)} {noun} {names_done[0]}"
+            else:
+                shown = ", ".join(names_done[:NAMES_PER_EVENT])
+                more = len(names_done) - NAMES_PER_EVENT
+                shown += f" and {more} more" if more > 0 else ""
+                message = f"{reason_verb(reason)} {len(names_done)} {noun}s: {shown}"
+            await self._events.record(cluster, reason=reason, message=message)
+
+    async def clear_workers_to_delete(
+        self, key: ObjectKey, cluster: Object, plan: ScalingPlan
+    ) -> None:
+        """Empty `workersToDelete` of groups whose listed Pods were handled (as KubeRay does)."""
+        groups = cluster.get("spec", {}).get("workerGroupSpecs") or []
+        operations: list[dict[str, Any]] = []
+        for group_plan in plan.groups:
+            if not group_plan.clear_workers_to_delete:
+                continue
+            index = next(i for i, g in enumerate(groups) if g["groupName"] == group_plan.group_name)
+            path = f"/spec/workerGroupSpecs/{index}"
+            # The test guards against the groups having been reordered since our cache read.
+            operations += [
+                {"op": "test", "path": f"{path}/groupName", "value": group_plan.group_name},
+                {"op": "replace", "path": f"{path}/scaleStrategy/workersToDelete", "value": []},
+            ]
+        if not operations:
+            return
+        try:
+            await self._client.patch(
+                RAY_CLUSTER,
+                key.name,
+                operations,
+                namespace=key.namespace,
+                patch_type=PatchType.JSON,
+            )
+        except (Conflict, NotFound, ApiError) as error:
+            # A concurrent spec edit; the next reconcile (its event) retries from the new spec.
+            logger.info("%s: could not clear workersToDelete yet: %s", key, error)
+
+    async def update_status(
+        self, key: ObjectKey, cluster: Object, outcome: _Outcome, *, invalid_spec: str | None = None
+    ) -> float | None:
+        """Write the status subresource when something other than timestamps changed.
+
+        Progress-only changes (counters, addresses) within a second of the previous write are
+        held back; the returned delay says when to look again (None: nothing held back).
+        """
+        new = cluster_status.compute_status(
+            cluster,
+            pods=self.observed_pods(key, cluster),
+            services=self.observed(SERVICE, key, cluster),
+            now=self._now(),
+            failure=outcome.failure,
+            invalid_spec=invalid_spec,
+        )
+        old = self._status_baseline(key, cluster)
+        if not cluster_status.status_changed(old, new):
+            return None
+        since_last = self._monotonic() - self._last_status_write.get(key, float("-inf"))
+        if since_last < MIN_SECONDS_BETWEEN_PROGRESS_WRITES and not _is_news(old, new):
+            return MIN_SECONDS_BETWEEN_PROGRESS_WRITES - since_last
+        # A merge patch keeps fields it does not mention: name the vanished ones as null.
+        patch = {**{k: None for k in old if k not in new}, **new}
+        try:
+            written = await self._client.patch_status(
+                RAY_CLUSTER, key.name, {"status": patch}, namespace=key.namespace
+            )
+        except NotFound:
+            return None
+        self._last_status_write[key] = self._monotonic()
+        self._written_status[key] = (
+            written["metadata"]["resourceVersion"],
+            written.get("status") or {},
+        )
+        if old.get("state") != new.get("state") and new.get("state"):
+            logger.info("%s: state %s -> %s", key, old.get("state") or "(none)", new["state"])
+        return None
+
+    def _status_baseline(self, key: ObjectKey, cluster: Object) -> Mapping[str, Any]:
+        """The status to compare with: ours until the cache has caught up with our last write."""
+        cached: Mapping[str, Any] = cluster.get("status") or {}
+        if key not in self._written_status:
+            return cached
+        written_version, written = self._written_status[key]
+        if cluster["metadata"].get("resourceVersion") == written_version:
+            del self._written_status[key]
+            return cached
+        return written
+
+    async def report_invalid_spec(self, key: ObjectKey, cluster: Object, message: str) -> None:
+        """A Warning event and the InvalidSpec condition; the spec must change to go on."""
+        logger.warning("%s: invalid spec: %s", key, message)
+        await self._events.record(
+            cluster, reason="InvalidRayClusterSpec", message=message, type="Warning"
+        )
+        await self.update_status(key, cluster, _Outcome(), invalid_spec=message)
+
+    # --- single actions ----------------------------------------------------------------------
+
+    async def _ensure_service(self, key: ObjectKey, cluster: Object, service: Object) -> None:
+        await self._ensure_object(key, cluster, SERVICE, service)
+
+    async def _ensure_object(
+        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object
+    ) -> None:
+        """Create `desired` unless this cluster already has an object of that kind and name."""
+        name = desired["metadata"]["name"]
+        if any(o["metadata"]["name"] == name for o in self.observed(kind, key, cluster)):
+            return
+        try:
+            created = await self._client.create(kind, desired, namespace=key.namespace)
+        except AlreadyExists:
+            # Someone else's object of that name (we never adopt it), or ours not cached yet.
+            logger.info("%s: %s %s already exists", key, kind.kind, name)
+            return
+        except ApiError as error:
+            await self._events.record(
+                cluster,
+                reason=f"FailedToCreate{kind.kind}",
+                type="Warning",
+                message=f"Failed to create {kind.kind} {key.namespace}/{name}: {error}",
+            )
+            raise
+        self._expectations[kind].created(key, created)
+        logger.info("%s: created %s %s", key, kind.kind, name)
+        await self._events.record(
+            cluster,
+            reason=f"Created{kind.kind}",
+            message=f"Created {kind.kind} {key.namespace}/{name}",
+        )
+
+    def _worker_pod_builders(self, cluster: Object, group: GroupPlan) -> list[Callable[[], Object]]:
+        builders: list[Callable[[], Object]] = []
+        for index in group.create_replica_indices:
+            replica = (
+                replica_group_name(group.group_name, suffix=random_suffix())
+                if group.hosts_per_replica > 1
+                else None
+            )
+            for host in range(group.hosts_per_replica):
+                builders.append(
+                    _worker_builder(
+                        cluster,
+                        group.group_name,
+                        index=index,
+                        replica=replica,
+                        host=host,
+                        options=self._pod_options,
+                    )
+                )
+        return builders
+
+    async def _create_pod(
+        self, key: ObjectKey, cluster: Object, build: Callable[[], Object], outcome: _Outcome
+    ) -> None:
+        pod = build()
+        name = pod["metadata"]["name"]
+        head = pod["metadata"]["labels"].get(names.NODE_TYPE_LABEL) == names.HEAD_NODE
+        kind_word = "head" if head else "worker"
+        try:
+            created = await self._client.create(POD, pod, namespace=key.namespace)
+        except ApiError as error:
+            reason = (
+                cluster_status.FAILED_CREATE_HEAD_POD
+                if head
+                else cluster_status.FAILED_CREATE_WORKER_POD
+            )
+            message = f"Failed to create {kind_word} Pod {key.namespace}/{name}: {error}"
+            outcome.failure = cluster_status.ReplicaFailure(reason, message)
+            await self._events.record(
+                cluster,
+                reason=f"FailedToCreate{kind_word.title()}Pod",
+                message=message,
+                type="Warning",
+            )
+            return
+        self._expectations[POD].created(key, created)
+        logger.info("%s: created %s Pod %s", key, kind_word, name)
+        outcome.record(
+            f"Created{kind_word.title()}Pod", f"{kind_word} Pod", f"{key.namespace}/{name}"
+        )
+
+    async def _delete_pod(
+        self, key: ObjectKey, cluster: Object, pod: Object, deletion: PodDeletion, outcome: _Outcome
+    ) -> None:
+        head = pod["metadata"].get("labels", {}).get(names.NODE_TYPE_LABEL) == names.HEAD_NODE
+        kind_word = "head" if head else "worker"
+        try:
+            await self._delete(key, POD, pod)
+        except ApiError as error:
+            reason = (
+                cluster_status.FAILED_DELETE_HEAD_POD
+                if head
+                else cluster_status.FAILED_DELETE_WORKER_POD
+            )
+            message = f"Failed to delete {kind_word} Pod {deletion.name}: {error}"
+            outcome.failure = cluster_status.ReplicaFailure(reason, message)
+            await self._events.record(
+                cluster,
+                reason=f"FailedToDelete{kind_word.title()}Pod",
+                message=message,
+                type="Warning",
+            )
+            return
+        logger.info("%s: deleted %s Pod %s (%s)", key, kind_word, deletion.name, deletion.reason)
+        outcome.record(
+            f"Deleted{kind_word.title()}Pod",
+            f"{kind_word} Pod",
+            f"{key.namespace}/{deletion.name} ({deletion.reason})",
+        )
+
+    async def _delete(self, key: ObjectKey, kind: Kind, obj: Object) -> None:
+        metadata = obj["metadata"]
+        # NotFound: already gone; Conflict: another object of that name now, not ours to delete.
+        with contextlib.suppress(NotFound, Conflict):
+            await self._client.delete(
+                kind, metadata["name"], namespace=key.namespace, uid=metadata.get("uid")
+            )
+        self._expectations[kind].deleted(key, obj)
+
+    async def _delete_all(
+        self, key: ObjectKey, objects: Sequence[tuple[Kind, Object]], *, why: str
+    ) -> None:
+        for kind, obj in objects:
+            await self._delete(key, kind, obj)
+            logger.info(
+                "%s: deleted %s %s because %s", key, kind.kind, obj["metadata"]["name"], why
+            )
+
+    def _dependents(
+        self, key: ObjectKey, owner_matches: Callable[[str], bool]
+    ) -> list[tuple[Kind, Object]]:
+        """Cached dependents labelled for this cluster name and owned by a matching RayCluster
+        uid (objects labelled so but not owned by any RayCluster are not ours to delete)."""
+        found: list[tuple[Kind, Object]] = []
+        for kind, expectations in self._expectations.items():
+            cached = self._store.list_for_cluster(kind, key.namespace, key.name)
+            for obj in expectations.observe(key, cached):
+                owner = _cluster_owner_uid(obj, key.name)
+                if owner is not None and owner_matches(owner) and not _terminating(obj):
+                    found.append((kind, obj))
+        return found
+
+    async def _run_bounded(self, actions: Iterable[Awaitable[None]]) -> None:
+        semaphore = asyncio.Semaphore(MAX_PARALLEL_WRITES)
+
+        async def bounded(action: Awaitable[None]) -> None:
+            async with semaphore:
+                await action
+
+        await asyncio.gather(*(bounded(a) for a in actions))
+
+
+def reason_verb(reason: str) -> str:
+    """`CreatedWorkerPod` -> `Created`: the verb an Event message starts with."""
+    return "Created" if reason.startswith("Created") else "Deleted"
+
+
+def _is_news(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a status change is one a person or a script waits for (not mere progress)."""
+
+    def headline(status: Mapping[str, Any]) -> tuple[Any, ...]:
+        conditions = sorted(
+            (c.get("type"), c.get("status"), c.get("reason"))
+            for c in status.get("conditions") or ()
+        )
+        return status.get("state"), status.get("observedGeneration"), conditions
+
+    return headline(old) != headline(new)
+
+
+def _worker_builder(
+    cluster: Object,
+    group_name: str,
+    *,
+    index: int,
+    replica: str | None,
+    host: int,
+    options: PodOptions,
+) -> Callable[[], Object]:
+    return lambda: build_worker_pod(
+        cluster,
+        group_name,
+        suffix=random_suffix(),
+        replica_index=index,
+        replica_name=replica,
+        host_index=host,
+        options=options,
+    )
+
+
+def _cluster_owner_uid(obj: Object, cluster_name: str) -> str | None:
+    for ref in obj["metadata"].get("ownerReferences") or ():
+        if ref.get("kind") == RAY_CLUSTER.kind and ref.get("name") == cluster_name:
+            return str(ref.get("uid", ""))
+    return None
+
+
+def _owned_by(obj: Object, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or ())
+
+
+def _terminating(obj: Object) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _is_provisioned(cluster: Object) -> bool:
+    conditions = (cluster.get("status") or {}).get("conditions") or ()
+    return any(
+        c.get("type") == cluster_status.PROVISIONED and c.get("status") == "True"
+        for c in conditions
+    )

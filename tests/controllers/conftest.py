@@ -1,0 +1,179 @@
+"""A running operator (in-process, watching one test namespace) and a harness to drive it.
+
+Each test gets its own namespace and its own operator replica (no leader election), so tests
+cannot see each other's objects. The harness talks to the real API server with kubectl and with
+a watch that remembers every Pod ever created, to count creates exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ray_operator.app import Operator
+from ray_operator.controllers.raycluster import RayClusterController
+from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.metrics import Metrics
+from ray_operator.runtime.client import KubeClient, load_api_client
+from ray_operator.runtime.errors import TransportError
+from ray_operator.runtime.kinds import POD
+from ray_operator.settings import Settings
+
+
+class Harness:
+    """Drives one namespace of the real control plane while the operator runs."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, client: KubeClient) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.client = client
+        self.created_pods: dict[str, str] = {}  # uid -> name, every Pod ever created here
+        self._pod_watch: asyncio.Task[None] | None = None
+
+    async def kubectl(self, *args: str, input_text: str | None = None, check: bool = True) -> str:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "-n",
+            self.namespace,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await process.communicate(input_text.encode() if input_text else None)
+        if check and process.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {err.decode().strip()}")
+        return out.decode()
+
+    async def apply(self, manifest: str | dict[str, Any]) -> None:
+        text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+        await self.kubectl("apply", "--server-side", "-f", "-", input_text=text)
+
+    async def get_json(self, *what: str) -> Any:
+        return json.loads(await self.kubectl("get", *what, "-o", "json"))
+
+    async def pods(self, cluster: str) -> list[dict[str, Any]]:
+        """Pods of `cluster` that are not being deleted."""
+        listed = await self.get_json("pods", "-l", f"ray.io/cluster={cluster}")
+        return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    async def cluster(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self.get_json(f"raycluster/{name}")
+        return result
+
+    async def eventually(
+        self, check: Callable[[], Awaitable[Any]], *, within: float = 60.0, what: str = "condition"
+    ) -> Any:
+        """Poll `check` until it returns something truthy; fail with the last value."""
+        deadline = time.monotonic() + within
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = await check()
+            if last:
+                return last
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{what} not reached within {within}s; last: {last!r}")
+
+    async def pods_settled(
+        self, cluster: str, *, head: int, workers: int, within: float = 60.0
+    ) -> list[dict[str, Any]]:
+        """Wait until exactly this many live Pods exist, all Running and Ready, none terminating."""
+
+        # Wrapped in a tuple: an empty Pod list is a valid answer, but falsy.
+        async def check() -> tuple[list[dict[str, Any]]] | None:
+            listed = (await self.get_json("pods", "-l", f"ray.io/cluster={cluster}"))["items"]
+            if any(p["metadata"].get("deletionTimestamp") for p in listed):
+                return None
+            heads = [p for p in listed if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+            if len(heads) != head or len(listed) - len(heads) != workers:
+                return None
+            return (listed,) if all(_ready(p) for p in listed) else None
+
+        result: tuple[list[dict[str, Any]]] = await self.eventually(
+            check, within=within, what=f"{head} head + {workers} worker Pods of {cluster}"
+        )
+        return result[0]
+
+    async def start_counting_pod_creates(self) -> None:
+        listed = await self.client.list(POD, namespace=self.namespace)
+        for pod in listed.items:
+            self.created_pods[pod["metadata"]["uid"]] = pod["metadata"]["name"]
+        self._pod_watch = asyncio.create_task(
+            self._watch_pods(listed.resource_version), name="test-pod-creates"
+        )
+
+    async def _watch_pods(self, resource_version: str) -> None:
+        while True:
+            try:
+                async for event in self.client.watch(
+                    POD, namespace=self.namespace, resource_version=resource_version
+                ):
+                    metadata = event.object.get("metadata") or {}
+                    resource_version = metadata.get("resourceVersion", resource_version)
+                    if event.type == "ADDED":
+                        self.created_pods[metadata["uid"]] = metadata["name"]
+            except TransportError:
+                await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        if self._pod_watch is not None:
+            self._pod_watch.cancel()
+            await asyncio.gather(self._pod_watch, return_exceptions=True)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return pod.get("status", {}).get("phase") == "Running" and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def operator_settings(kubeconfig: Path, namespace: str) -> Settings:
+    return Settings(
+        kubeconfig=kubeconfig,
+        namespaces=(namespace,),
+        leader_elect=False,
+        health_addr="127.0.0.1:0",
+        metrics_addr="127.0.0.1:0",
+        max_concurrent_reconciles=4,
+    )
+
+
+@pytest.fixture
+async def harness(control_plane: LocalControlPlane, namespace: str) -> AsyncIterator[Harness]:
+    client = KubeClient(await load_api_client(control_plane.kubeconfig), metrics=Metrics())
+    test_harness = Harness(control_plane.kubeconfig, namespace, client)
+    await test_harness.start_counting_pod_creates()
+    try:
+        yield test_harness
+    finally:
+        await test_harness.stop()
+        await client.close()
+
+
+@pytest.fixture
+async def operator(
+    control_plane: LocalControlPlane, namespace: str, harness: Harness
+) -> AsyncIterator[Operator]:
+    """The operator with the RayCluster controller, reconciling this test's namespace."""
+    api = await load_api_client(control_plane.kubeconfig)
+    replica = Operator(
+        operator_settings(control_plane.kubeconfig, namespace),
+        api=api,
+        controllers=[RayClusterController],
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(replica.run(stop), name="operator-under-test")
+    try:
+        yield replica
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, timeout=30) == 0
