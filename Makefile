@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck pytest binaries generate bench clean
+IMG ?= ray-operator:0.1.0
+CONTAINER_TOOL ?= docker
+
+.PHONY: run test lint typecheck pytest binaries generate bench clean \
+	docker-build docker-push deploy undeploy
 
 $(INSTALLED): pyproject.toml
 	@echo "== creating the virtualenv in $(VENV) and installing ray-operator with its test/dev extras"
@@ -38,6 +42,20 @@ pytest: $(INSTALLED)
 ## generate: rebuild crd/ and generated/ from their sources
 generate: $(INSTALLED)
 	$(BIN)/python -m ray_operator.apigen
+
+## docker-build: build the operator image $(IMG) (needs a Docker engine)
+docker-build:
+	$(CONTAINER_TOOL) build --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) -t $(IMG) .
+
+docker-push:
+	$(CONTAINER_TOOL) push $(IMG)
+
+## deploy: install CRDs, RBAC, the operator and its webhooks on $$KUBECONFIG's cluster
+deploy:
+	kubectl apply --server-side -k config/default
+
+undeploy:
+	kubectl delete -k config/default --ignore-not-found
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster

@@ -1,0 +1,310 @@
+"""Specification: config/rbac gives the operator's ServiceAccount exactly what the operator
+does — and not a Secret outside its own namespace, not the CRDs, not the cluster's RBAC, and in
+namespaced mode nothing outside the namespace it watches.
+
+The RBAC is really applied to the control plane (tests/deploy/conftest.py) and every question
+goes to the API server's own authorizer, as the ServiceAccount: impersonated
+(`kubectl auth can-i --as=system:serviceaccount:...`, or creating a Role `--as` it, which also
+runs the escalation check), or for the long tables as SubjectAccessReviews sent in one request.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.conftest import Kubectl
+from tests.deploy.conftest import TenantInstall
+from tests.deploy.manifests import (
+    DEFAULT_NAMESPACE,
+    LEASE_NAME,
+    WEBHOOK_CERT_SECRET,
+    WEBHOOK_CONFIGURATIONS,
+    Manifest,
+    authorized,
+    can_i,
+    service_account_user,
+)
+
+OPERATOR = service_account_user(DEFAULT_NAMESPACE)
+
+# (verb, resource, subresource): what the controllers do in the namespaces they watch.
+WORKLOAD_NEEDS = [
+    *[
+        (verb, kind, None)
+        for kind in ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+    ],
+    *[
+        (verb, kind, "status")
+        for kind in ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
+        for verb in ("get", "update", "patch")
+    ],
+    ("update", "rayclusters.ray.io", "finalizers"),
+    *[(verb, "pods", None) for verb in ("get", "list", "watch", "create", "patch", "delete")],
+    ("patch", "pods", "resize"),
+    *[(verb, "services", None) for verb in ("get", "list", "watch", "create", "patch", "delete")],
+    *[(verb, "jobs.batch", None) for verb in ("get", "list", "watch", "create", "delete")],
+    *[(verb, "ingresses.networking.k8s.io", None) for verb in ("list", "create", "delete")],
+    ("list", "endpointslices.discovery.k8s.io", None),
+    *[(verb, "serviceaccounts", None) for verb in ("get", "create", "delete")],
+    *[(verb, "roles.rbac.authorization.k8s.io", None) for verb in ("get", "create", "delete")],
+    *[(verb, "rolebindings.rbac.authorization.k8s.io", None) for verb in ("get", "create")],
+    ("create", "events", None),
+    ("patch", "events", None),
+    ("create", "events.events.k8s.io", None),
+]
+
+# What the operator never needs, anywhere.
+NEVER = [
+    ("get", "secrets", None),
+    ("list", "secrets", None),
+    ("create", "pods", "exec"),
+    ("get", "pods", "log"),
+    ("get", "services", "proxy"),
+    ("deletecollection", "pods", None),
+    ("update", "namespaces", None),
+    ("list", "nodes", None),
+    ("escalate", "roles.rbac.authorization.k8s.io", None),
+    ("bind", "roles.rbac.authorization.k8s.io", None),
+    ("impersonate", "serviceaccounts", None),
+    ("create", "configmaps", None),
+    ("create", "deployments.apps", None),
+]
+
+# The widest per-cluster autoscaler Role we may grant: KubeRay's (common/rbac.go: pods
+# get/list/watch/patch, pods/resize patch, rayclusters get/patch) plus pods delete and rayclusters
+# list/watch. Whatever our autoscaler Role ends up holding within this, the operator can grant.
+AUTOSCALER_ROLE_RULES = [
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["get", "list", "watch", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayclusters"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+]
+
+
+def denied(
+    kubectl: Kubectl, user: str, cases: list[tuple[str, str, str | None]], *, namespace: str
+) -> list[str]:
+    """The cases that `user` may not do in `namespace`, as `verb resource[/subresource]`."""
+    answers = authorized(kubectl, user, cases, namespace=namespace)
+    return [case for case, allowed in answers.items() if not allowed]
+
+
+def allowed(
+    kubectl: Kubectl, user: str, cases: list[tuple[str, str, str | None]], *, namespace: str
+) -> list[str]:
+    """The cases that `user` may do in `namespace`, as `verb resource[/subresource]`."""
+    answers = authorized(kubectl, user, cases, namespace=namespace)
+    return [case for case, allowed in answers.items() if allowed]
+
+
+# --- cluster-wide install (config/default) ------------------------------------------------
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_can_manage_ray_workloads_in_any_namespace(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    assert denied(kubectl, OPERATOR, WORKLOAD_NEEDS, namespace=namespace) == []
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_do_what_it_never_needs(kubectl: Kubectl, namespace: str) -> None:
+    assert allowed(kubectl, OPERATOR, NEVER, namespace=namespace) == []
+    # Its own namespace holds its certificate Secret, but only that one, by name (below).
+    assert allowed(kubectl, OPERATOR, NEVER, namespace=DEFAULT_NAMESPACE) == []
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_read_secrets_cluster_wide(kubectl: Kubectl) -> None:
+    for verb in ("get", "list", "watch"):
+        assert not can_i(kubectl, OPERATOR, verb, "secrets")
+    assert not can_i(kubectl, OPERATOR, "get", "secrets", namespace="kube-system")
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_reads_and_writes_only_its_own_certificate_secret(kubectl: Kubectl) -> None:
+    own = DEFAULT_NAMESPACE
+    for verb in ("get", "update", "patch"):
+        assert can_i(kubectl, OPERATOR, verb, f"secrets/{WEBHOOK_CERT_SECRET}", namespace=own)
+        assert not can_i(kubectl, OPERATOR, verb, "secrets/some-other-secret", namespace=own)
+    # A create request carries no name to authorize, so create is granted in its own namespace.
+    assert can_i(kubectl, OPERATOR, "create", "secrets", namespace=own)
+    assert not can_i(kubectl, OPERATOR, "delete", f"secrets/{WEBHOOK_CERT_SECRET}", namespace=own)
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_change_or_delete_the_crds(kubectl: Kubectl) -> None:
+    for verb in ("create", "update", "patch", "delete"):
+        assert not can_i(kubectl, OPERATOR, verb, "customresourcedefinitions.apiextensions.k8s.io")
+        assert not can_i(
+            kubectl,
+            OPERATOR,
+            verb,
+            "customresourcedefinitions.apiextensions.k8s.io/rayclusters.ray.io",
+        )
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_holds_its_lease_only_in_its_own_namespace(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    lease = f"leases.coordination.k8s.io/{LEASE_NAME}"
+    for verb in ("get", "update"):
+        assert can_i(kubectl, OPERATOR, verb, lease, namespace=DEFAULT_NAMESPACE)
+        assert not can_i(
+            kubectl, OPERATOR, verb, "leases.coordination.k8s.io/other", namespace=DEFAULT_NAMESPACE
+        )
+        assert not can_i(kubectl, OPERATOR, verb, lease, namespace=namespace)
+    assert can_i(
+        kubectl, OPERATOR, "create", "leases.coordination.k8s.io", namespace=DEFAULT_NAMESPACE
+    )
+    assert not can_i(kubectl, OPERATOR, "create", "leases.coordination.k8s.io", namespace=namespace)
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_patches_only_its_own_webhook_configurations(kubectl: Kubectl) -> None:
+    for kind, name in WEBHOOK_CONFIGURATIONS.items():
+        resource = f"{kind.lower()}s.admissionregistration.k8s.io"
+        assert can_i(kubectl, OPERATOR, "patch", f"{resource}/{name}")
+        assert not can_i(kubectl, OPERATOR, "patch", f"{resource}/someone-elses")
+        assert not can_i(kubectl, OPERATOR, "create", resource)
+        assert not can_i(kubectl, OPERATOR, "delete", f"{resource}/{name}")
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_grant_itself_cluster_wide_rights(kubectl: Kubectl) -> None:
+    for resource in ("clusterroles", "clusterrolebindings"):
+        assert not can_i(kubectl, OPERATOR, "create", f"{resource}.rbac.authorization.k8s.io")
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_can_create_the_autoscaler_role_it_grants_per_cluster(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    # Kubernetes refuses a Role that grants more than its creator holds (escalation check), and
+    # `can-i create roles` does not evaluate that: create the real thing, as the operator.
+    as_operator = ("--as", OPERATOR, "-n", namespace)
+    kubectl("create", "serviceaccount", "ray-mini-autoscaler", *as_operator)
+    kubectl(
+        "apply",
+        "--server-side",
+        "-f",
+        "-",
+        *as_operator,
+        input_text=role("ray-mini", AUTOSCALER_ROLE_RULES),
+    )
+    kubectl(
+        "create",
+        "rolebinding",
+        "ray-mini",
+        "--role=ray-mini",
+        f"--serviceaccount={namespace}:ray-mini-autoscaler",
+        *as_operator,
+    )
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_create_a_role_granting_more_than_it_holds(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    rules = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    result = kubectl.run(
+        "apply",
+        "--server-side",
+        "-f",
+        "-",
+        "--as",
+        OPERATOR,
+        "-n",
+        namespace,
+        input_text=role("sneaky", rules),
+    )
+    assert result.returncode != 0
+    assert "forbidden" in result.stderr
+    assert "attempting to grant RBAC permissions not currently held" in result.stderr
+
+
+def role(name: str, rules: list[Manifest]) -> str:
+    """A Role manifest as YAML, for `kubectl apply -f -`."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name},
+            "rules": rules,
+        }
+    )
+
+
+# --- namespaced install (config/namespaced) -----------------------------------------------
+
+
+def tenant_operator(install: TenantInstall) -> str:
+    return service_account_user(install.tenant)
+
+
+def test_namespaced_operator_can_manage_ray_workloads_in_its_namespace(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user = tenant_operator(tenant_install)
+    assert denied(kubectl, user, WORKLOAD_NEEDS, namespace=tenant_install.tenant) == []
+
+
+def test_namespaced_operator_cannot_touch_a_namespace_it_does_not_watch(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user = tenant_operator(tenant_install)
+    assert allowed(kubectl, user, WORKLOAD_NEEDS, namespace=tenant_install.neighbour) == []
+
+
+def test_namespaced_operator_cannot_list_anything_cluster_wide(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user = tenant_operator(tenant_install)
+    for resource in (
+        "pods",
+        "rayclusters.ray.io",
+        "services",
+        "jobs.batch",
+        "secrets",
+        "leases.coordination.k8s.io",
+    ):
+        assert not can_i(kubectl, user, "list", resource)
+
+
+def test_namespaced_operator_reads_no_secrets_even_in_its_own_namespace(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    # It serves no webhooks, so it has no certificate to keep.
+    user = tenant_operator(tenant_install)
+    for verb in ("get", "list", "create"):
+        assert not can_i(kubectl, user, verb, "secrets", namespace=tenant_install.tenant)
+
+
+def test_namespaced_operator_holds_its_lease_in_its_own_namespace(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user = tenant_operator(tenant_install)
+    lease = f"leases.coordination.k8s.io/{LEASE_NAME}"
+    assert can_i(kubectl, user, "update", lease, namespace=tenant_install.tenant)
+    assert not can_i(kubectl, user, "update", lease, namespace=tenant_install.neighbour)
+
+
+def test_namespaced_operator_cannot_touch_webhooks_or_crds(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user = tenant_operator(tenant_install)
+    for kind, name in WEBHOOK_CONFIGURATIONS.items():
+        assert not can_i(
+            kubectl, user, "patch", f"{kind.lower()}s.admissionregistration.k8s.io/{name}"
+        )
+    assert not can_i(kubectl, user, "delete", "customresourcedefinitions.apiextensions.k8s.io")
