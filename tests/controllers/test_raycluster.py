@@ -442,3 +442,29 @@ async def test_autoscaled_cluster_gets_the_autoscalers_rbac_and_loses_it_on_dele
         return True
 
     await harness.eventually(rbac_gone, what="autoscaler RBAC deleted")
+
+
+async def test_pod_the_api_server_rejects_gives_failed_to_create_event_and_replica_failure(
+    harness: Harness, operator: Operator
+) -> None:
+    cluster = scalable_cluster(replicas=1)
+    # Valid for the CRD schema, refused by Pod validation: requests may not exceed limits.
+    worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    await harness.apply(cluster)
+
+    async def replica_failure() -> dict[str, Any] | None:
+        conditions = (await harness.cluster("scaling")).get("status", {}).get("conditions", [])
+        return next(
+            (c for c in conditions if c["type"] == "ReplicaFailure" and c["status"] == "True"),
+            None,
+        )
+
+    condition = await harness.eventually(replica_failure, what="ReplicaFailure condition")
+    assert condition["reason"] == "FailedCreateWorkerPod"
+    assert "must be less than or equal to cpu limit" in condition["message"]
+    events = await harness.get_json(
+        "events", "--field-selector", "involvedObject.name=scaling,reason=FailedToCreateWorkerPod"
+    )
+    assert "must be less than or equal to cpu limit" in events["items"][0]["message"]
+    await harness.pods_settled("scaling", head=1, workers=0)

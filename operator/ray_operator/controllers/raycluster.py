@@ -411,18 +411,13 @@ class RayClusterController:
         try:
             created = await self._client.create(POD, pod, namespace=key.namespace)
         except ApiError as error:
-            reason = (
-                cluster_status.FAILED_CREATE_HEAD_POD
-                if head
-                else cluster_status.FAILED_CREATE_WORKER_POD
-            )
-            message = f"Failed to create {kind_word} Pod {key.namespace}/{name}: {error}"
-            outcome.failure = cluster_status.ReplicaFailure(reason, message)
-            await self._events.record(
+            await self._report_failed_pod_action(
                 cluster,
-                reason=f"FailedToCreate{kind_word.title()}Pod",
-                message=message,
-                type="Warning",
+                outcome,
+                verb="create",
+                head=head,
+                pod=f"{key.namespace}/{name}",
+                error=error,
             )
             return
         self._expectations[POD].created(key, created)
@@ -439,18 +434,13 @@ class RayClusterController:
         try:
             await self._delete(key, POD, pod)
         except ApiError as error:
-            reason = (
-                cluster_status.FAILED_DELETE_HEAD_POD
-                if head
-                else cluster_status.FAILED_DELETE_WORKER_POD
-            )
-            message = f"Failed to delete {kind_word} Pod {deletion.name}: {error}"
-            outcome.failure = cluster_status.ReplicaFailure(reason, message)
-            await self._events.record(
+            await self._report_failed_pod_action(
                 cluster,
-                reason=f"FailedToDelete{kind_word.title()}Pod",
-                message=message,
-                type="Warning",
+                outcome,
+                verb="delete",
+                head=head,
+                pod=f"{key.namespace}/{deletion.name}",
+                error=error,
             )
             return
         logger.info("%s: deleted %s Pod %s (%s)", key, kind_word, deletion.name, deletion.reason)
@@ -458,6 +448,33 @@ class RayClusterController:
             f"Deleted{kind_word.title()}Pod",
             f"{kind_word} Pod",
             f"{key.namespace}/{deletion.name} ({deletion.reason})",
+        )
+
+    async def _report_failed_pod_action(
+        self,
+        cluster: Object,
+        outcome: _Outcome,
+        *,
+        verb: str,
+        head: bool,
+        pod: str,
+        error: ApiError,
+    ) -> None:
+        """The ReplicaFailure condition (KubeRay's reasons) and a Warning Event quoting the API."""
+        reasons = {
+            ("create", True): cluster_status.FAILED_CREATE_HEAD_POD,
+            ("create", False): cluster_status.FAILED_CREATE_WORKER_POD,
+            ("delete", True): cluster_status.FAILED_DELETE_HEAD_POD,
+            ("delete", False): cluster_status.FAILED_DELETE_WORKER_POD,
+        }
+        role = "head" if head else "worker"
+        message = f"Failed to {verb} {role} Pod {pod}: {error}"
+        outcome.failure = cluster_status.ReplicaFailure(reasons[(verb, head)], message)
+        await self._events.record(
+            cluster,
+            reason=f"FailedTo{verb.title()}{role.title()}Pod",
+            message=message,
+            type="Warning",
         )
 
     async def _delete(self, key: ObjectKey, kind: Kind, obj: Object) -> None:
