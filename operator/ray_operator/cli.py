@@ -15,8 +15,13 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ray_operator.localcluster.binaries import default_cache_dir
+
+if TYPE_CHECKING:
+    from ray_operator.runtime.controller import ControllerFactory
+    from ray_operator.settings import Settings
 
 CRD_NAMES = ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
 
@@ -74,10 +79,27 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from ray_operator.app import run
-    from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.settings import settings_from_args
 
-    return run(settings_from_args(args), controllers=[RayClusterController])
+    settings = settings_from_args(args)
+    return run(settings, controllers=controllers_for(settings))
+
+
+def controllers_for(settings: Settings) -> list[ControllerFactory]:
+    """The RayCluster, RayJob and RayService controllers, reaching dashboards as configured."""
+    from ray_operator.controllers.raycluster import RayClusterController
+    from ray_operator.controllers.rayjob import rayjob_controller
+    from ray_operator.controllers.rayservice import rayservice_controller
+    from ray_operator.dashboard.resolver import resolver_from_overrides
+
+    resolver = resolver_from_overrides(
+        settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
+    )
+    return [
+        RayClusterController,
+        rayjob_controller(resolver=resolver),
+        rayservice_controller(resolver=resolver),
+    ]
 
 
 def _dev(args: argparse.Namespace) -> int:

@@ -1,0 +1,137 @@
+"""What a RayService creates, built purely: its RayClusters, its Serve and head Services, and the
+Serve config it PUTs (with the hash that says whether a cluster already has it).
+
+Mirrors KubeRay's `constructRayClusterForRayService`, `BuildServeServiceForRayService` and
+`BuildHeadServiceForRayService`. A cluster carries the hash of the `rayClusterConfig` it was built
+from (annotation `ray.io/hash-without-replicas-and-workers-to-delete`, as KubeRay): a RayService
+whose config hashes differently needs a new cluster (zero-downtime upgrade).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ray_operator import labels as names
+from ray_operator.builders.hashing import pod_template_hash
+from ray_operator.builders.manifest import JSON
+from ray_operator.builders.naming import serve_service_name
+from ray_operator.builders.rayjob import (
+    build_head_service_for_owner,
+    originated_labels,
+    owner_reference,
+)
+from ray_operator.builders.services import NoServePortError, head_ports
+
+Object = Mapping[str, Any]
+
+CLUSTER_HASH_ANNOTATION = "ray.io/hash-without-replicas-and-workers-to-delete"
+NUM_WORKER_GROUPS_ANNOTATION = "ray.io/num-worker-groups"
+
+
+class InvalidServeConfigError(ValueError):
+    """`serveConfigV2` is not a YAML mapping."""
+
+
+def cluster_config_hash(rayservice: Object) -> str:
+    """The hash of `rayClusterConfig`, ignoring what never needs a new cluster (replica counts,
+    workersToDelete, scheduling fields injected by queues, and `suspend`, which KubeRay hands to
+    Kueue once the cluster exists)."""
+    config = copy.deepcopy(dict((rayservice.get("spec") or {}).get("rayClusterConfig") or {}))
+    config.pop("suspend", None)
+    return pod_template_hash({"spec": config})
+
+
+def build_cluster_for_service(rayservice: Object, *, name: str) -> JSON:
+    """A RayCluster for the RayService, named `name`, owned by it, stamped with the config hash."""
+    metadata = rayservice["metadata"]
+    config = copy.deepcopy(dict((rayservice.get("spec") or {}).get("rayClusterConfig") or {}))
+    annotations = {
+        **(metadata.get("annotations") or {}),
+        CLUSTER_HASH_ANNOTATION: cluster_config_hash(rayservice),
+        NUM_WORKER_GROUPS_ANNOTATION: str(len(config.get("workerGroupSpecs") or [])),
+        names.KUBERAY_VERSION_ANNOTATION: names.KUBERAY_VERSION,
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": metadata["namespace"],
+            "labels": {**(metadata.get("labels") or {}), **originated_labels(rayservice)},
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(rayservice)],
+        },
+        "spec": config,
+    }
+
+
+def build_serve_service_for_service(rayservice: Object, cluster: Object) -> JSON:
+    """`<rayservice>-serve-svc` over the Pods of `cluster` whose Serve proxy is healthy
+    (`ray.io/serve: "true"`); `spec.serveService` replaces the default, minus its selector."""
+    name = rayservice["metadata"]["name"]
+    spec = rayservice.get("spec") or {}
+    ports = [
+        {"name": port, "port": number}
+        for port, number in sorted(head_ports(dict(cluster)).items())
+        if port == names.SERVE_PORT_NAME or port.startswith(names.SERVE_PORT_NAME + "-")
+    ]
+    custom = spec.get("serveService")
+    if not ports and not custom:
+        raise NoServePortError(
+            "Please specify a port named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc') "
+            "in the Ray head container; otherwise, the Kubernetes service for Ray Serve will not "
+            "be created."
+        )
+    labels = {
+        **originated_labels(rayservice),
+        names.SERVE_LABEL: f"{name}-serve",
+        names.CREATED_BY_LABEL: names.CREATED_BY,
+    }
+    selector = {names.CLUSTER_LABEL: cluster["metadata"]["name"], names.SERVE_LABEL: "true"}
+    service_type = ((spec.get("rayClusterConfig") or {}).get("headGroupSpec") or {}).get(
+        "serviceType"
+    ) or "ClusterIP"
+    service: JSON = copy.deepcopy(dict(custom)) if custom else {}
+    service_meta = service.setdefault("metadata", {})
+    service_meta["name"] = service_meta.get("name") or serve_service_name(name)
+    service_meta["namespace"] = rayservice["metadata"]["namespace"]
+    service_meta["labels"] = {**(service_meta.get("labels") or {}), **labels}
+    service_meta["ownerReferences"] = [owner_reference(rayservice)]
+    service_spec = service.setdefault("spec", {})
+    service_spec["selector"] = selector
+    if ports:
+        by_name = {port.get("name"): port for port in service_spec.get("ports") or []}
+        service_spec["ports"] = [by_name.get(port["name"], port) for port in ports]
+    service_spec.setdefault("type", service_type)
+    service.update(apiVersion="v1", kind="Service")
+    service.pop("status", None)
+    return service
+
+
+def build_head_service_for_service(rayservice: Object, cluster: Object) -> JSON:
+    """`<rayservice>-head-svc` selecting the head Pod of `cluster`."""
+    return build_head_service_for_owner(rayservice, cluster)
+
+
+def serve_config(rayservice: Object) -> dict[str, Any]:
+    """`serveConfigV2` parsed (the body of `PUT /api/serve/applications/`)."""
+    text = (rayservice.get("spec") or {}).get("serveConfigV2") or ""
+    try:
+        parsed = yaml.safe_load(text) if text else {}
+    except yaml.YAMLError as error:
+        raise InvalidServeConfigError(f"spec.serveConfigV2 does not parse: {error}") from error
+    if not isinstance(parsed, dict):
+        raise InvalidServeConfigError("spec.serveConfigV2 must be a YAML mapping")
+    return parsed
+
+
+def serve_config_hash(rayservice: Object) -> str:
+    """A digest of the parsed `serveConfigV2` (YAML formatting and key order do not count)."""
+    canonical = json.dumps(serve_config(rayservice), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,135 @@
+"""How the RayJob and RayService controllers reach a cluster's Ray dashboard.
+
+`DashboardAccess.open(cluster)` resolves the dashboard URL (a `DashboardResolver`), reads the
+cluster's Ray auth token from its Secret when `authOptions.mode` is `token` (KubeRay's
+`GetRayDashboardClientFunc`: Secret `authOptions.secretName`, else the cluster's name, key
+`auth_token`) and hands out a `DashboardClient` for one reconcile.
+
+A dashboard that failed to answer is not asked again for a while (1s, doubling up to 30s, per
+cluster): a reconcile that would only wait for the same timeout again fails at once and requeues,
+so a dead dashboard costs the shared reconcile workers almost nothing and never delays other
+objects. The token is read per reconcile, kept only in the client, and never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ray_operator import labels as names
+from ray_operator.builders.naming import check_name
+from ray_operator.dashboard.client import (
+    DashboardClient,
+    DashboardEndpoint,
+    DashboardOptions,
+    check_serve_proxy,
+)
+from ray_operator.dashboard.errors import DashboardUnavailable
+from ray_operator.dashboard.resolver import DashboardResolver, InClusterResolver
+from ray_operator.runtime.client import KubeClient
+from ray_operator.runtime.errors import NotFound
+from ray_operator.runtime.kinds import Kind
+
+logger = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+
+SECRET = Kind("", "v1", "secrets", "Secret")
+
+INITIAL_COOLDOWN = 1.0
+MAX_COOLDOWN = 30.0
+
+
+@dataclass
+class _Failures:
+    count: int
+    until: float
+
+
+class DashboardAccess:
+    """Dashboard clients for RayClusters, with per-cluster cool-down after failures."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        resolver: DashboardResolver | None = None,
+        options: DashboardOptions | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self.resolver: DashboardResolver = resolver or InClusterResolver()
+        self.options = options or DashboardOptions()
+        self._clock = clock
+        self._failures: dict[str, _Failures] = {}
+
+    @contextlib.asynccontextmanager
+    async def open(self, cluster: Object) -> AsyncIterator[DashboardClient]:
+        """A client for `cluster`'s dashboard; `DashboardUnavailable` while cooling down."""
+        key = _cluster_key(cluster)
+        failures = self._failures.get(key)
+        if failures is not None and self._clock() < failures.until:
+            raise DashboardUnavailable(
+                f"dashboard of RayCluster {key} failed {failures.count} time(s) in a row; "
+                f"not asking again for {failures.until - self._clock():.1f}s"
+            )
+        url = self.resolver.dashboard_url(cluster)
+        if not url:
+            raise DashboardUnavailable(f"no dashboard address known for RayCluster {key}")
+        endpoint = DashboardEndpoint(url, token=await self._token(cluster))
+        async with DashboardClient(endpoint, options=self.options) as dashboard:
+            try:
+                yield dashboard
+            except DashboardUnavailable:
+                self._failed(key)
+                raise
+            self._failures.pop(key, None)
+
+    def cooldown_remaining(self, cluster: Object) -> float:
+        """Seconds before the dashboard of `cluster` is asked again (0: now)."""
+        failures = self._failures.get(_cluster_key(cluster))
+        return 0.0 if failures is None else max(0.0, failures.until - self._clock())
+
+    async def serve_proxy_healthy(self, cluster: Object, head_pod: Object) -> bool | None:
+        """Whether the head's Serve proxy is healthy; None when its address is unknown."""
+        url = self.resolver.serve_proxy_url(cluster, head_pod)
+        if not url:
+            return None
+        return await check_serve_proxy(url, options=self.options)
+
+    def _failed(self, key: str) -> None:
+        previous = self._failures.get(key)
+        count = 1 if previous is None else previous.count + 1
+        cooldown = min(MAX_COOLDOWN, INITIAL_COOLDOWN * 2 ** (count - 1))
+        self._failures[key] = _Failures(count, self._clock() + cooldown)
+
+    async def _token(self, cluster: Object) -> str | None:
+        spec = cluster.get("spec") or {}
+        options = spec.get("authOptions") or {}
+        if options.get("mode") != "token":
+            return None
+        metadata = cluster["metadata"]
+        secret_name = options.get("secretName") or check_name(metadata["name"])
+        try:
+            secret = await self._client.get(SECRET, secret_name, namespace=metadata["namespace"])
+        except NotFound as error:
+            raise DashboardUnavailable(
+                f"Ray auth Secret {metadata['namespace']}/{secret_name} not found"
+            ) from error
+        encoded = (secret.get("data") or {}).get(names.AUTH_TOKEN_SECRET_KEY)
+        if not encoded:
+            raise DashboardUnavailable(
+                f"Ray auth Secret {metadata['namespace']}/{secret_name} has no "
+                f"{names.AUTH_TOKEN_SECRET_KEY!r} key"
+            )
+        return base64.b64decode(encoded).decode().strip()
+
+
+def _cluster_key(cluster: Object) -> str:
+    metadata = cluster.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"

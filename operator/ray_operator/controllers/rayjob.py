@@ -1,0 +1,509 @@
+"""The RayJob controller: an explicit state machine on `status.jobDeploymentStatus` (KubeRay's).
+
+`reconcile` validates, then hands the RayJob to the step of its current state (`STEPS`); each
+step does the I/O its state needs (create the RayCluster, create the submitter Job, ask the
+dashboard) and returns the next status, computed by the pure rules in `status/rayjob.py`.
+After a step the attempt is counted (`backoffLimit` retries), `endTime` is stamped, and the
+status is written only when it changed.
+
+Exactly-once submission: the submission id (`status.jobId`) is chosen and *written* in the New
+step, before any cluster exists. HTTPMode submits only when the dashboard answers "no such job"
+for that id, and a duplicate submit (a race with our own earlier request) is taken as success; so
+an operator killed at any point resubmits nothing. K8sJobMode's submitter command checks
+`ray job status <id>` before `ray job submit` for the same reason (kuberay#2154).
+
+One slow or dead dashboard never stalls others: dashboard calls have short timeouts, a failed
+dashboard is skipped for a growing cool-down (`DashboardAccess`), and the reconcile requeues
+instead of waiting. Deleting a RayJob stops its Ray job (finalizer `ray.io/rayjob-finalizer`)
+and deletes its RayCluster and submitter Job explicitly, rather than relying on the garbage
+collector.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ray_operator.builders import rayjob as build
+from ray_operator.builders.naming import random_suffix
+from ray_operator.controllers.dashboards import DashboardAccess
+from ray_operator.dashboard.client import DashboardOptions
+from ray_operator.dashboard.errors import DashboardError, JobNotFound, SubmissionIdInUse
+from ray_operator.dashboard.models import is_job_terminal
+from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
+from ray_operator.runtime.client import PatchType
+from ray_operator.runtime.controller import (
+    ControllerContext,
+    ControllerFactory,
+    Result,
+    own_key,
+    owner_keys,
+)
+from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
+from ray_operator.runtime.kinds import JOB, RAY_CLUSTER, RAY_JOB, SERVICE, Kind, ObjectKey
+from ray_operator.status import rayjob as rules
+from ray_operator.validation.rayjob import validate_rayjob
+
+logger = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+JSON = dict[str, Any]
+
+FINALIZER = "ray.io/rayjob-finalizer"
+# KubeRay's RayJobDefaultRequeueDuration: how often a live RayJob looks at its Ray job.
+REQUEUE_SECONDS = 3.0
+# The values of `spec.managedBy` that mean "this operator" (anything else: hands off).
+OWN_MANAGERS = (None, "", "ray.io/kuberay-operator")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one state's step decided: the next status (None: leave it) and when to look again."""
+
+    status: JSON | None
+    requeue_after: float | None = REQUEUE_SECONDS
+
+
+class RayJobController:
+    """Reconciles RayJobs; their RayClusters, submitter Jobs and Services map back by owner."""
+
+    kind = RAY_JOB
+
+    def __init__(
+        self,
+        context: ControllerContext,
+        *,
+        dashboards: DashboardAccess | None = None,
+        clock: Callable[[], datetime.datetime] | None = None,
+        suffix: Callable[[], str] = random_suffix,
+    ) -> None:
+        self._store = context.store
+        self._client = context.client
+        self._events = context.events
+        self._dashboards = dashboards or DashboardAccess(context.client)
+        self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self._suffix = suffix
+        self._steps: dict[str, Callable[[Object, JSON], Awaitable[Step]]] = {
+            rules.NEW: self.step_new,
+            rules.INITIALIZING: self.step_initializing,
+            rules.WAITING: self.step_waiting,
+            rules.RUNNING: self.step_running,
+            rules.SUSPENDING: self.step_release_resources,
+            rules.RETRYING: self.step_release_resources,
+            rules.SUSPENDED: self.step_suspended,
+            rules.COMPLETE: self.step_finished,
+            rules.FAILED_STATE: self.step_finished,
+            rules.VALIDATION_FAILED: self.step_validation_failed,
+        }
+
+    def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
+        if kind in (RAY_CLUSTER, JOB, SERVICE):
+            return owner_keys(obj, owner=RAY_JOB)
+        return own_key(kind, obj, of=RAY_JOB)
+
+    async def reconcile(self, key: ObjectKey) -> Result:
+        rayjob = self._store.get(RAY_JOB, key.namespace, key.name)
+        if rayjob is None:
+            return Result()
+        if (rayjob.get("spec") or {}).get("managedBy") not in OWN_MANAGERS:
+            return Result()  # MultiKueue (or another controller) runs this one.
+        if rayjob["metadata"].get("deletionTimestamp"):
+            return await self.finalize(rayjob)
+        old: JSON = dict(rayjob.get("status") or {})
+        # The webhook's rules, again: an object may predate the webhook or bypass it.
+        problems = [str(error) for error in validate_rayjob(rayjob)] + rules.unsupported(rayjob)
+        if problems:
+            return await self.report_invalid_spec(rayjob, old, "; ".join(problems))
+        step = self._steps.get(rules.state(old))
+        if step is None:
+            logger.warning("unknown jobDeploymentStatus %r", rules.state(old))
+            return Result(requeue_after=REQUEUE_SECONDS)
+        outcome = await step(rayjob, old)
+        if outcome.status is not None:
+            new = rules.counted(rayjob, outcome.status)
+            await self.write_status(rayjob, old, rules.with_end_time(old, new, now=self._now()))
+        return Result(requeue_after=outcome.requeue_after)
+
+    # --- the state machine's steps ------------------------------------------------------------
+
+    async def step_new(self, rayjob: Object, status: JSON) -> Step:
+        """Add the finalizer; choose the submission id and cluster name, before anything else."""
+        if await self.ensure_finalizer(rayjob):
+            # Decide on the next look, from the object that has it (the status write below is
+            # conditional on the resourceVersion it was computed from).
+            return Step(None, requeue_after=REQUEUE_SECONDS)
+        name = rayjob["metadata"]["name"]
+        return Step(
+            rules.initialized(
+                rayjob,
+                status,
+                now=self._now(),
+                cluster_name=build.cluster_name_for_job(name, suffix=self._suffix()),
+                submission_id=build.submission_id_for_job(name, suffix=self._suffix()),
+            )
+        )
+
+    async def step_initializing(self, rayjob: Object, status: JSON) -> Step:
+        """Get the cluster ready, then submit (K8sJobMode) or move on to Running."""
+        now = self._now()
+        for guard in (
+            rules.suspending(rayjob, status),
+            rules.active_deadline_passed(rayjob, status, now=now),
+            rules.pre_running_deadline_passed(rayjob, status, now=now),
+        ):
+            if guard is not None:
+                return Step(guard)
+        cluster = await self.get_or_create_cluster(rayjob, status)
+        if cluster is None:
+            return Step(None)
+        new = dict(status)
+        if not new.get("dashboardURL"):
+            if (cluster.get("status") or {}).get("state") != "ready":
+                new["rayClusterStatus"] = dict(cluster.get("status") or {})
+                return Step(new)
+            new["dashboardURL"] = dashboard_address(cluster)
+        mode = rules.submission_mode(rayjob)
+        if mode == "InteractiveMode":
+            return Step({**new, "jobDeploymentStatus": rules.WAITING})
+        if mode == "K8sJobMode":
+            await self.ensure_submitter_job(rayjob, cluster, new)
+        return Step({**new, "jobDeploymentStatus": rules.RUNNING}, requeue_after=0.5)
+
+    async def step_waiting(self, rayjob: Object, status: JSON) -> Step:
+        """InteractiveMode: wait for the user to put the submission id into `spec.jobId`."""
+        deadline = rules.pre_running_deadline_passed(rayjob, status, now=self._now())
+        if deadline is not None:
+            return Step(deadline)
+        job_id = (rayjob.get("spec") or {}).get("jobId")
+        if not job_id:
+            return Step(None)
+        return Step({**status, "jobId": job_id, "jobDeploymentStatus": rules.RUNNING})
+
+    async def step_running(self, rayjob: Object, status: JSON) -> Step:
+        """Follow the Ray job (and the submitter) until it ends; HTTPMode submits here."""
+        now = self._now()
+        for guard in (
+            rules.suspending(rayjob, status),
+            rules.active_deadline_passed(rayjob, status, now=now),
+            rules.grace_period_passed(status, now=now),
+            rules.status_check_timed_out(status, now=now),
+        ):
+            if guard is not None:
+                return Step(guard)
+        cluster = await self.get_or_create_cluster(rayjob, status)
+        if cluster is None:
+            return Step(None)
+        await self.ensure_head_service(rayjob, cluster)
+        finished_at: str | None = None
+        if rules.has_submitter(rayjob):
+            submitter = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
+            failed = rules.submitter_failed(status, submitter)
+            if failed is not None:
+                return Step(failed)
+            finished_at = rules.submitter_finished_at(submitter)
+            overdue = rules.submitter_finished_too_long_ago(
+                status, finished_at=finished_at, now=now
+            )
+            if overdue is not None:
+                return Step(overdue)
+        return await self.follow_ray_job(rayjob, status, cluster, finished_at=finished_at)
+
+    async def step_release_resources(self, rayjob: Object, status: JSON) -> Step:
+        """Suspending/Retrying: delete the cluster and the submitter; once gone, reset the run."""
+        cluster_gone = await self.delete_cluster(rayjob, status)
+        submitter_gone = await self.delete_submitter_job(rayjob)
+        if not (cluster_gone and submitter_gone):
+            return Step(None, requeue_after=1.0)
+        return Step(rules.released(status), requeue_after=0.5)
+
+    async def step_suspended(self, rayjob: Object, status: JSON) -> Step:
+        resumed = rules.resumed(rayjob, status)
+        return Step(resumed, requeue_after=0.5) if resumed is not None else Step(None, None)
+
+    async def step_finished(self, rayjob: Object, status: JSON) -> Step:
+        """Complete/Failed: with `shutdownAfterJobFinishes`, delete the cluster after the TTL."""
+        due = rules.shutdown_due_at(rayjob, status)
+        if due is None:
+            return Step(None, None)
+        wait = (due - self._now()).total_seconds()
+        if wait > 0:
+            return Step(None, requeue_after=wait + 0.1)
+        if not await self.delete_cluster(rayjob, status):
+            # Look again until the cache shows it gone: a lost delete must not leak a cluster.
+            return Step(None, requeue_after=REQUEUE_SECONDS)
+        return Step(None, None)
+
+    async def step_validation_failed(self, rayjob: Object, status: JSON) -> Step:
+        return Step(None, None)
+
+    # --- Running: the dashboard ----------------------------------------------------------------
+
+    async def follow_ray_job(
+        self, rayjob: Object, status: JSON, cluster: Object, *, finished_at: str | None
+    ) -> Step:
+        job_id = str(status.get("jobId") or "")
+        try:
+            async with self._dashboards.open(cluster) as ray:
+                try:
+                    info = await ray.get_job(job_id)
+                except JobNotFound:
+                    if rules.submission_mode(rayjob) == "HTTPMode":
+                        await self.submit(rayjob, ray.submit_job, job_id=job_id)
+                        new = dict(status)
+                        new.pop("jobStatusCheckFailureStartTime", None)
+                        return Step(new, requeue_after=1.0)
+                    if finished_at is not None:
+                        return Step(rules.missing_job_after_submitter(status))
+                    return Step(None)
+        except DashboardError as error:
+            logger.info("dashboard of %s: %s", cluster["metadata"]["name"], error)
+            wait = max(REQUEUE_SECONDS, self._dashboards.cooldown_remaining(cluster))
+            return Step(rules.status_check_failed(status, now=self._now()), requeue_after=wait)
+        new = rules.with_job_info(
+            rayjob, status, info=info, submitter_finished=finished_at is not None
+        )
+        new["rayClusterStatus"] = dict(cluster.get("status") or {})
+        if rules.state(new) != rules.RUNNING:
+            await self._events.record(
+                rayjob,
+                reason=f"RayJob{rules.state(new)}",
+                message=f"Ray job {job_id} ended with status {info.status}",
+                type="Warning" if rules.state(new) == rules.FAILED_STATE else "Normal",
+            )
+        return Step(new)
+
+    async def submit(
+        self, rayjob: Object, submit_job: Callable[[Any], Awaitable[str]], *, job_id: str
+    ) -> None:
+        """HTTPMode: submit under the id already stored in the status."""
+        try:
+            await submit_job(build.job_submission(rayjob, submission_id=job_id))
+        except SubmissionIdInUse:
+            # Our own earlier submit got there first (e.g. before a restart): nothing to do.
+            logger.info("Ray job %s was already submitted", job_id)
+            return
+        logger.info("submitted Ray job %s", job_id)
+        await self._events.record(
+            rayjob,
+            reason="SubmittedRayJob",
+            message=f"Submitted Ray job {job_id} through the dashboard",
+        )
+
+    # --- owned objects -------------------------------------------------------------------------
+
+    async def get_or_create_cluster(self, rayjob: Object, status: JSON) -> Object | None:
+        """The RayCluster of this run; created from `rayClusterSpec` when absent (None until the
+        cache shows it). With `clusterSelector`, the selected cluster must exist."""
+        name = str(status.get("rayClusterName") or "")
+        namespace = rayjob["metadata"]["namespace"]
+        cluster = self._store.get(RAY_CLUSTER, namespace, name)
+        if cluster is not None:
+            return cluster
+        if rules.uses_cluster_selector(rayjob):
+            await self._events.record(
+                rayjob,
+                reason="RayClusterNotFound",
+                type="Warning",
+                message=f"RayCluster {namespace}/{name} set in the clusterSelector is not found. "
+                "It must be created manually",
+            )
+            return None
+        try:
+            await self._client.create(
+                RAY_CLUSTER, build.build_cluster_for_job(rayjob, name=name), namespace=namespace
+            )
+        except AlreadyExists:
+            return None  # Ours, not cached yet (or a stranger's: the next look tells).
+        logger.info("created RayCluster %s", name)
+        await self._events.record(
+            rayjob, reason="CreatedRayCluster", message=f"Created RayCluster {namespace}/{name}"
+        )
+        return None
+
+    async def ensure_submitter_job(self, rayjob: Object, cluster: Object, status: JSON) -> None:
+        name = rayjob["metadata"]["name"]
+        if self._owned(JOB, rayjob, name) is not None:
+            return
+        job = build.build_submitter_job(
+            rayjob,
+            cluster,
+            dashboard_address=str(status["dashboardURL"]),
+            submission_id=str(status.get("jobId") or ""),
+        )
+        try:
+            await self._client.create(JOB, job, namespace=rayjob["metadata"]["namespace"])
+        except AlreadyExists:
+            return
+        logger.info("created submitter Job %s", name)
+        await self._events.record(
+            rayjob,
+            reason="CreatedRayJobSubmitter",
+            message=f"Created Kubernetes Job {job['metadata']['namespace']}/{name}",
+        )
+
+    async def ensure_head_service(self, rayjob: Object, cluster: Object) -> None:
+        """`<rayjob>-head-svc` pointing at the job's cluster (not with clusterSelector)."""
+        if rules.uses_cluster_selector(rayjob):
+            return
+        service = build.build_head_service_for_owner(rayjob, cluster)
+        existing = self._owned(SERVICE, rayjob, service["metadata"]["name"])
+        if existing is not None:
+            return
+        try:
+            await self._client.create(SERVICE, service, namespace=rayjob["metadata"]["namespace"])
+        except AlreadyExists:
+            return
+        await self._events.record(
+            rayjob,
+            reason="CreatedService",
+            message=f"Created Service {service['metadata']['name']}",
+        )
+
+    async def delete_cluster(self, rayjob: Object, status: Object) -> bool:
+        """Delete this run's RayCluster; True once the cache no longer has it."""
+        if rules.uses_cluster_selector(rayjob):
+            return True
+        name = str(status.get("rayClusterName") or "")
+        cluster = self._owned(RAY_CLUSTER, rayjob, name)
+        if cluster is None:
+            return True
+        if not cluster["metadata"].get("deletionTimestamp"):
+            await self._delete(RAY_CLUSTER, cluster)
+            logger.info("deleted RayCluster %s", name)
+            await self._events.record(
+                rayjob, reason="DeletedRayCluster", message=f"Deleted RayCluster {name}"
+            )
+        return False
+
+    async def delete_submitter_job(self, rayjob: Object) -> bool:
+        job = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
+        if job is None:
+            return True
+        if not job["metadata"].get("deletionTimestamp"):
+            await self._delete(JOB, job)
+        return False
+
+    async def ensure_finalizer(self, rayjob: Object) -> bool:
+        """Add our finalizer; True when it had to be added."""
+        finalizers = list(rayjob["metadata"].get("finalizers") or [])
+        if FINALIZER in finalizers:
+            return False
+        await self._client.patch(
+            RAY_JOB,
+            rayjob["metadata"]["name"],
+            {
+                "metadata": {
+                    "finalizers": [*finalizers, FINALIZER],
+                    "resourceVersion": rayjob["metadata"]["resourceVersion"],
+                }
+            },
+            namespace=rayjob["metadata"]["namespace"],
+        )
+        return True
+
+    # --- deletion ------------------------------------------------------------------------------
+
+    async def finalize(self, rayjob: Object) -> Result:
+        """Stop the Ray job (best effort, as KubeRay), delete what we made, drop the finalizer."""
+        finalizers = list(rayjob["metadata"].get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return Result()
+        status = rayjob.get("status") or {}
+        cluster = self._store.get(
+            RAY_CLUSTER, rayjob["metadata"]["namespace"], str(status.get("rayClusterName") or "")
+        )
+        if (
+            cluster is not None
+            and status.get("jobId")
+            and not is_job_terminal(status.get("jobStatus"))
+        ):
+            try:
+                async with self._dashboards.open(cluster) as ray:
+                    await ray.stop_job(str(status["jobId"]))
+                logger.info("stopped Ray job %s", status["jobId"])
+            except DashboardError as error:
+                logger.warning("could not stop Ray job %s: %s", status["jobId"], error)
+        cluster_gone = await self.delete_cluster(rayjob, status)
+        submitter_gone = await self.delete_submitter_job(rayjob)
+        if not (cluster_gone and submitter_gone):
+            return Result(requeue_after=1.0)
+        remaining = [f for f in finalizers if f != FINALIZER]
+        with contextlib.suppress(NotFound):
+            await self._client.patch(
+                RAY_JOB,
+                rayjob["metadata"]["name"],
+                [
+                    {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                    {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
+                ],
+                namespace=rayjob["metadata"]["namespace"],
+                patch_type=PatchType.JSON,
+            )
+        return Result()
+
+    # --- status --------------------------------------------------------------------------------
+
+    async def report_invalid_spec(self, rayjob: Object, old: JSON, message: str) -> Result:
+        """ValidationFailed with the message; a Warning event; no retry until the spec changes."""
+        await self._events.record(
+            rayjob, reason="InvalidRayJobSpec", message=message, type="Warning"
+        )
+        await self.write_status(rayjob, old, rules.validation_failed(old, message))
+        return Result()
+
+    async def write_status(self, rayjob: Object, old: JSON, new: JSON) -> None:
+        if not rules.status_changed(old, new):
+            return
+        patch = {**{key: None for key in old if key not in new}, **new}
+        try:
+            await self._client.patch_status(
+                RAY_JOB,
+                rayjob["metadata"]["name"],
+                {
+                    # The resourceVersion we decided on: a write based on a stale cache (say,
+                    # one that would choose a second submission id or pending cluster name)
+                    # fails with Conflict and is retried from fresh data.
+                    "metadata": {"resourceVersion": rayjob["metadata"]["resourceVersion"]},
+                    "status": patch,
+                },
+                namespace=rayjob["metadata"]["namespace"],
+            )
+        except NotFound:
+            return
+        if rules.state(old) != rules.state(new):
+            logger.info(
+                "jobDeploymentStatus %s -> %s", rules.state(old) or "New", rules.state(new) or "New"
+            )
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _owned(self, kind: Kind, owner: Object, name: str) -> Object | None:
+        obj = self._store.get(kind, owner["metadata"]["namespace"], name)
+        if obj is None:
+            return None
+        uid = owner["metadata"]["uid"]
+        refs = obj["metadata"].get("ownerReferences") or ()
+        return obj if any(ref.get("uid") == uid for ref in refs) else None
+
+    async def _delete(self, kind: Kind, obj: Object) -> None:
+        metadata = obj["metadata"]
+        with contextlib.suppress(NotFound, Conflict):
+            await self._client.delete(
+                kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
+            )
+
+
+def rayjob_controller(
+    *, resolver: DashboardResolver | None = None, options: DashboardOptions | None = None
+) -> ControllerFactory:
+    """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
+
+    def factory(context: ControllerContext) -> RayJobController:
+        access = DashboardAccess(context.client, resolver=resolver, options=options)
+        return RayJobController(context, dashboards=access)
+
+    return factory

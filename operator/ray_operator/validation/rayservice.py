@@ -1,0 +1,158 @@
+"""Semantic validation of a RayService, shared by the RayService controller and the webhook.
+
+Covers what KubeRay's `utils/validation.go` checks for a RayService (`ValidateRayServiceMetadata`
+with the `ray.io/initializing-timeout` annotation, `ValidateRayServiceSpec`,
+`ValidateClusterUpgradeOptions`, and the RayCluster rules on the embedded `spec.rayClusterConfig`),
+every violation at once. Beyond KubeRay: `serveConfigV2` must be YAML that Ray Serve's schema
+accepts (see `serve_config.py`); KubeRay only learns that from the dashboard, after the cluster
+is up; and `NewClusterWithIncrementalUpgrade` is refused as unsupported (no Gateway API
+traffic shifting here), its options still checked as KubeRay does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ray_operator import labels as names
+from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest, is_autoscaling_enabled
+from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors, shown
+from ray_operator.validation.errors import (
+    FieldError,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+)
+from ray_operator.validation.serve_config import serve_config_errors
+
+INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
+NEW_CLUSTER = "NewCluster"
+INCREMENTAL_UPGRADE = "NewClusterWithIncrementalUpgrade"
+NO_UPGRADE = "None"
+UPGRADE_TYPES = [INCREMENTAL_UPGRADE, NEW_CLUSTER, NO_UPGRADE]
+# Go's time.ParseDuration: a sequence of decimal numbers, each with a unit ("1h30m", "1.5s").
+_GO_DURATION_RE = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$")
+_GO_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def validate_rayservice(rayservice: ClusterLike) -> list[FieldError]:
+    """Every semantic violation in the RayService's metadata and spec; empty when it is valid."""
+    manifest = as_manifest(rayservice)
+    spec = dict(manifest.get("spec") or {})
+    errors = owner_name_errors(manifest)
+    errors += _initializing_timeout_errors(manifest)
+    errors += _cluster_config_errors(spec)
+    errors += embedded_cluster_errors(
+        manifest, field="rayClusterConfig", creator=names.CRD_RAY_SERVICE
+    )
+    errors += _upgrade_errors(spec)
+    errors += serve_config_errors(spec.get("serveConfigV2"), path="spec.serveConfigV2")
+    return errors
+
+
+def _initializing_timeout_errors(rayservice: JSON) -> list[FieldError]:
+    annotations = (rayservice.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(INITIALIZING_TIMEOUT_ANNOTATION)
+    if not value:
+        return []
+    path = f"metadata.annotations[{INITIALIZING_TIMEOUT_ANNOTATION}]"
+    seconds = _timeout_seconds(str(value))
+    if seconds is None:
+        detail = 'must be a Go duration such as "5m" or "1h", or a whole number of seconds'
+        return [invalid(path, shown(value), detail)]
+    if seconds <= 0:
+        return [invalid(path, shown(value), "must be positive")]
+    return []
+
+
+def _timeout_seconds(text: str) -> float | None:
+    """Seconds in a Go duration or an integer string, as KubeRay parses the annotation."""
+    if re.fullmatch(r"[-+]?\d+", text):
+        return float(int(text))
+    if text in ("0", "-0", "+0"):
+        return 0.0
+    if not _GO_DURATION_RE.match(text):
+        return None
+    unit_seconds = {
+        "ns": 1e-9,
+        "us": 1e-6,
+        "µs": 1e-6,
+        "μs": 1e-6,
+        "ms": 1e-3,
+        "s": 1.0,
+        "m": 60.0,
+        "h": 3600.0,
+    }
+    total = sum(float(n) * unit_seconds[u] for n, u in _GO_DURATION_PART_RE.findall(text))
+    return -total if text.startswith("-") else total
+
+
+def _cluster_config_errors(spec: JSON) -> Iterator[FieldError]:
+    if not spec.get("rayClusterConfig"):
+        yield required("spec.rayClusterConfig", "the RayCluster that runs the Serve applications")
+    cluster = spec.get("rayClusterConfig") or {}
+    if (cluster.get("authOptions") or {}).get("enableK8sTokenAuth") is True:
+        yield forbidden(
+            "spec.rayClusterConfig.authOptions.enableK8sTokenAuth",
+            "Kubernetes token authentication is not supported for RayService",
+        )
+    head_service = (cluster.get("headGroupSpec") or {}).get("headService") or {}
+    if (head_service.get("metadata") or {}).get("name"):
+        # Each upgrade creates a new cluster; a fixed head Service name would collide.
+        yield forbidden(
+            "spec.rayClusterConfig.headGroupSpec.headService.metadata.name",
+            "the RayService names the head Service of each of its clusters",
+        )
+
+
+def _upgrade_errors(spec: JSON) -> Iterator[FieldError]:
+    delay = spec.get("rayClusterDeletionDelaySeconds")
+    if delay is not None and delay < 0:
+        yield invalid(
+            "spec.rayClusterDeletionDelaySeconds", delay, "must be greater than or equal to 0"
+        )
+    strategy = spec.get("upgradeStrategy") or {}
+    kind = strategy.get("type")
+    if kind is not None and kind not in UPGRADE_TYPES:
+        yield not_supported("spec.upgradeStrategy.type", shown(kind), UPGRADE_TYPES)
+    if kind == INCREMENTAL_UPGRADE:
+        # KubeRay shifts traffic through the Gateway API; this operator does not (yet). Its
+        # options are still checked, so all problems show at once.
+        yield forbidden(
+            "spec.upgradeStrategy.type",
+            f"{INCREMENTAL_UPGRADE} is not supported by this operator; use {NEW_CLUSTER}",
+        )
+        yield from _incremental_upgrade_errors(spec, strategy)
+
+
+def _incremental_upgrade_errors(spec: JSON, strategy: JSON) -> Iterator[FieldError]:
+    path = "spec.upgradeStrategy.clusterUpgradeOptions"
+    if not is_autoscaling_enabled(spec.get("rayClusterConfig") or {}):
+        yield forbidden(
+            "spec.upgradeStrategy.type",
+            f"{INCREMENTAL_UPGRADE} requires rayClusterConfig.enableInTreeAutoscaling: true",
+        )
+    options = strategy.get("clusterUpgradeOptions")
+    if options is None:
+        yield required(path, f"required when the upgrade type is {INCREMENTAL_UPGRADE}")
+        return
+    surge = options.get("maxSurgePercent")
+    surge = 100 if surge is None else surge
+    step = options.get("stepSizePercent")
+    for field, value in (("maxSurgePercent", surge), ("stepSizePercent", step)):
+        if value is None:
+            yield required(f"{path}.{field}", "a percentage from 0 to 100")
+        elif not 0 <= value <= 100:
+            yield invalid(f"{path}.{field}", value, "must be between 0 and 100")
+    if step is not None and 0 <= step <= 100 and 0 <= surge <= 100 and step > surge:
+        yield invalid(
+            f"{path}.stepSizePercent",
+            step,
+            f"must be less than or equal to maxSurgePercent ({surge})",
+        )
+    interval = options.get("intervalSeconds")
+    if interval is None or interval <= 0:
+        yield invalid(f"{path}.intervalSeconds", interval, "must be greater than 0")
+    if not options.get("gatewayClassName"):
+        yield required(f"{path}.gatewayClassName", f"required for {INCREMENTAL_UPGRADE}")

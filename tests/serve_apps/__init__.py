@@ -1,0 +1,1 @@
+"""Ray Serve applications the RayService tests deploy on the real Ray head."""
