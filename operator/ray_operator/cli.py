@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     from ray_operator.settings import add_run_arguments
+    from ray_operator.webhooks import add_webhook_arguments
 
     parser = argparse.ArgumentParser(
         prog="ray-operator",
@@ -45,12 +46,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the operator")
     add_run_arguments(run)
+    add_webhook_arguments(run)
     run.set_defaults(handler=_run)
 
     dev = commands.add_parser(
         "dev", help="local control plane (unless KUBECONFIG is set) + CRDs + the operator"
     )
     add_run_arguments(dev)
+    add_webhook_arguments(dev)
     dev.add_argument(
         "--dir",
         type=Path,
@@ -80,9 +83,14 @@ def _build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from ray_operator.app import run
     from ray_operator.settings import settings_from_args
+    from ray_operator.webhooks import webhook_component, webhook_options_from_args
 
     settings = settings_from_args(args)
-    return run(settings, controllers=controllers_for(settings))
+    webhooks = webhook_options_from_args(
+        args, port=settings.webhook_port, default_namespace=settings.lease_namespace
+    )
+    components = [webhook_component(webhooks)] if webhooks.enabled else []
+    return run(settings, controllers=controllers_for(settings), components=components)
 
 
 def controllers_for(settings: Settings) -> list[ControllerFactory]:
@@ -111,6 +119,10 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"Starting the embedded control plane in {control_plane.directory} ...", flush=True)
         control_plane.start()
         args.kubeconfig = str(control_plane.kubeconfig)
+        # Outside a cluster the operator registers its webhooks with a url: pointing at itself,
+        # so the local control plane validates and defaults as a real install does.
+        if args.webhooks is not False and not args.webhook_url_base:
+            args.webhook_url_base = f"https://127.0.0.1:{args.webhook_port}"
     kubeconfig = args.kubeconfig or os.environ["KUBECONFIG"]
     try:
         install_crds(Path(kubeconfig))

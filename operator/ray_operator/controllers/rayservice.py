@@ -34,6 +34,7 @@ from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.errors import DashboardError
 from ray_operator.dashboard.models import ServeApplicationStatus
 from ray_operator.dashboard.resolver import DashboardResolver
+from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
@@ -56,7 +57,6 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
-DEFAULT_CLUSTER_DELETION_DELAY = 60.0
 OWN_MANAGERS = (None, "", "ray.io/kuberay-operator")
 
 
@@ -94,10 +94,12 @@ class RayServiceController:
         return own_key(kind, obj, of=RAY_SERVICE)
 
     async def reconcile(self, key: ObjectKey) -> Result:
-        rayservice = self._store.get(RAY_SERVICE, key.namespace, key.name)
-        if rayservice is None:
+        cached = self._store.get(RAY_SERVICE, key.namespace, key.name)
+        if cached is None:
             self._serve_configs.pop(key, None)
             return Result()
+        # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
+        rayservice = default_rayservice(cached)
         if (rayservice.get("spec") or {}).get("managedBy") not in OWN_MANAGERS:
             return Result()
         status: JSON = dict(rayservice.get("status") or {})
@@ -193,8 +195,10 @@ class RayServiceController:
                 _cluster_name(status, "activeServiceStatus"),
                 _cluster_name(status, "pendingServiceStatus"),
             }
-        delay = (rayservice.get("spec") or {}).get("rayClusterDeletionDelaySeconds")
-        delay = DEFAULT_CLUSTER_DELETION_DELAY if delay is None else float(delay)
+        spec = rayservice.get("spec") or {}
+        delay = float(
+            spec.get("rayClusterDeletionDelaySeconds", DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS)
+        )
         remaining = False
         for cluster in self._store.list_owned_by(RAY_CLUSTER, rayservice["metadata"]["uid"]):
             metadata = cluster["metadata"]

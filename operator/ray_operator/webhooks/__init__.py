@@ -1,0 +1,30 @@
+"""Admission webhooks for RayCluster, RayJob and RayService, served over TLS by every replica.
+
+    review.py         AdmissionReview in → allow/deny (+ JSONPatch) out; pure, no HTTP
+    handlers.py       the aiohttp routes (/validate-ray-io-v1-<kind>, /mutate-…), body cap
+    jsonpatch.py      the JSON Patch between an object and its defaulted copy
+    tls.py            the live SSLContext whose certificate is swapped without a restart
+    certificates.py   where certificates come from: a self-managed Secret, or a directory
+    registration.py   the Validating/MutatingWebhookConfigurations and their caBundle
+    options.py        WebhookOptions and its command-line flags
+    component.py      `Webhooks.run()`: the root task tying them together
+
+Validation lives in `ray_operator.validation` and defaulting in `ray_operator.defaults`, shared
+with the controllers; this package only adapts them to admission. See README.md here for the
+rules, the defaults, the modes and the wiring.
+"""
+
+from ray_operator.webhooks.component import Webhooks, webhook_component
+from ray_operator.webhooks.options import (
+    WebhookOptions,
+    add_webhook_arguments,
+    webhook_options_from_args,
+)
+
+__all__ = [
+    "WebhookOptions",
+    "Webhooks",
+    "add_webhook_arguments",
+    "webhook_component",
+    "webhook_options_from_args",
+]

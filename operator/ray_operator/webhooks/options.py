@@ -1,0 +1,163 @@
+"""How the admission webhooks run: the frozen `WebhookOptions`, its flags and their env twins.
+
+Like `settings.py`: every `--webhook-…` flag can also come from `RAY_OPERATOR_WEBHOOK_…`, and
+`--webhooks/--no-webhooks` from `RAY_OPERATOR_WEBHOOKS`. Left unset, webhooks run when they can
+be reached: in a cluster (through their Service), or when `--webhook-url-base` or
+`--webhook-cert-dir` says how.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray_operator.webhooks.registration import WebhookEndpoint
+
+ENV_PREFIX = "RAY_OPERATOR_"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookOptions:
+    """How this replica serves and registers the admission webhooks."""
+
+    enabled: bool = False
+    """Serve the webhooks (and keep their certificate and configurations up to date)."""
+    host: str = ""
+    """Address to listen on; empty: all interfaces (127.0.0.1 in the URL mode)."""
+    port: int = 9443
+    """TLS port of the webhooks (`Settings.webhook_port`)."""
+    namespace: str = "default"
+    """The operator's namespace: its certificate Secret, its Service, never intercepted."""
+    url_base: str | None = None
+    """Out-of-cluster mode: register configurations calling `<url_base>/validate-…` ourselves."""
+    cert_dir: Path | None = None
+    """cert-manager mode: serve tls.crt/tls.key from this directory (reloaded when they change)."""
+    service_name: str = "ray-operator-webhook"
+    """The webhook Service, in `namespace` (in-cluster mode)."""
+    secret_name: str = "ray-operator-webhook-server-cert"
+    """The self-managed certificate Secret, in `namespace`."""
+    validating_configuration: str = "ray-operator-validating-webhook-configuration"
+    """Name of the ValidatingWebhookConfiguration."""
+    mutating_configuration: str = "ray-operator-mutating-webhook-configuration"
+    """Name of the MutatingWebhookConfiguration."""
+    namespace_selector: dict[str, Any] | None = None
+    """Namespaces to intercept; None: all but `namespace` (in-cluster) or all (URL mode)."""
+    timeout_seconds: int = 5
+    """How long the API server waits for a webhook answer."""
+    certificate_validity: datetime.timedelta = datetime.timedelta(days=365)
+    """Lifetime of a self-managed serving certificate (renewed at 2/3 of it)."""
+    ca_validity: datetime.timedelta = datetime.timedelta(days=3650)
+    """Lifetime of the self-managed CA (renewed at 2/3 of it)."""
+    check_interval: float = 60.0
+    """Seconds between looks at the certificate Secret or directory and the configurations."""
+
+    @property
+    def listen_host(self) -> str:
+        if self.host:
+            return self.host
+        return "127.0.0.1" if self.url_base else "0.0.0.0"
+
+    def endpoint(self) -> WebhookEndpoint:
+        """Where the API server reaches us, for the webhook configurations."""
+        return WebhookEndpoint(
+            url_base=self.url_base,
+            service_name=self.service_name,
+            service_namespace=self.namespace,
+            validating_name=self.validating_configuration,
+            mutating_name=self.mutating_configuration,
+            namespace_selector=self.namespace_selector,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+    def dns_names(self) -> list[str]:
+        """The names the serving certificate must carry."""
+        service = f"{self.service_name}.{self.namespace}.svc"
+        return [service, f"{service}.cluster.local"]
+
+    def ip_addresses(self) -> list[str]:
+        """IP SANs: the loopback address the URL mode is called on."""
+        return ["127.0.0.1"] if self.url_base else []
+
+
+def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the webhook flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
+
+    def env(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
+        raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
+        return default if raw is None else convert(raw)
+
+    defaults = WebhookOptions()
+    add = parser.add_argument
+    add(
+        "--webhooks",
+        action=argparse.BooleanOptionalAction,
+        default=env("webhooks", _boolean, None),
+        help="serve the admission webhooks (default: in a cluster, or with --webhook-url-base "
+        "or --webhook-cert-dir)",
+    )
+    add(
+        "--webhook-host",
+        default=env("webhook-host", str, defaults.host),
+        help="webhook listen address (default: all interfaces; 127.0.0.1 with a URL base)",
+    )
+    add(
+        "--webhook-url-base",
+        default=env("webhook-url-base", str, None),
+        help="out of a cluster: register webhooks called at this https://host:port",
+    )
+    add(
+        "--webhook-cert-dir",
+        default=env("webhook-cert-dir", str, None),
+        help="serve tls.crt/tls.key from this directory (cert-manager) instead of a "
+        "self-managed certificate",
+    )
+    add(
+        "--webhook-namespace",
+        default=env("webhook-namespace", str, None),
+        help="the operator's namespace: certificate Secret, webhook Service (default: the "
+        "Lease namespace)",
+    )
+    add(
+        "--webhook-service-name",
+        default=env("webhook-service-name", str, defaults.service_name),
+        help="webhook Service name (default: %(default)s)",
+    )
+    add(
+        "--webhook-secret-name",
+        default=env("webhook-secret-name", str, defaults.secret_name),
+        help="self-managed certificate Secret name (default: %(default)s)",
+    )
+
+
+def webhook_options_from_args(
+    args: argparse.Namespace, *, port: int, default_namespace: str
+) -> WebhookOptions:
+    """The `WebhookOptions` described by parsed arguments (`port` from `Settings.webhook_port`)."""
+    enabled = args.webhooks
+    if enabled is None:
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        enabled = in_cluster or bool(args.webhook_url_base or args.webhook_cert_dir)
+    return WebhookOptions(
+        enabled=enabled,
+        host=args.webhook_host,
+        port=port,
+        namespace=args.webhook_namespace or default_namespace,
+        url_base=args.webhook_url_base or None,
+        cert_dir=Path(args.webhook_cert_dir) if args.webhook_cert_dir else None,
+        service_name=args.webhook_service_name,
+        secret_name=args.webhook_secret_name,
+    )
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
