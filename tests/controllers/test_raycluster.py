@@ -7,6 +7,7 @@ namespace (a watch from before the test's first apply): no duplicates, ever.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 from pathlib import Path
@@ -468,3 +469,39 @@ async def test_pod_the_api_server_rejects_gives_failed_to_create_event_and_repli
     )
     assert "must be less than or equal to cpu limit" in events["items"][0]["message"]
     await harness.pods_settled("scaling", head=1, workers=0)
+
+
+async def test_token_auth_cluster_gets_a_generated_token_secret_its_pods_read(
+    harness: Harness, operator: Operator
+) -> None:
+    await harness.apply(scalable_cluster(replicas=1, authOptions={"mode": "token"}))
+    await harness.pods_settled("scaling", head=1, workers=1)
+    secret = await harness.get_json("secret/scaling")
+    token = base64.b64decode(secret["data"]["auth_token"])
+    assert len(base64.b64decode(token)) == 32
+    assert secret["metadata"]["ownerReferences"][0]["name"] == "scaling"
+    for pod in await harness.pods("scaling"):
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        reference = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]
+        assert reference == {"name": "scaling", "key": "auth_token"}
+    await harness.kubectl("delete", "raycluster/scaling")
+
+    async def secret_gone() -> bool:
+        result = await harness.kubectl("get", "secrets", "-o", "name")
+        return "secret/scaling" not in result.split()
+
+    await harness.eventually(secret_gone, what="the generated Secret deleted with its cluster")
+
+
+async def test_a_users_own_secret_of_the_same_name_is_never_replaced_or_deleted(
+    harness: Harness, operator: Operator
+) -> None:
+    await harness.kubectl(
+        "create", "secret", "generic", "scaling", "--from-literal=auth_token=users-own-token"
+    )
+    await harness.apply(scalable_cluster(replicas=1, authOptions={"mode": "token"}))
+    await harness.pods_settled("scaling", head=1, workers=1)
+    await harness.kubectl("delete", "raycluster/scaling")
+    await harness.pods_settled("scaling", head=0, workers=0)
+    secret = await harness.get_json("secret/scaling")
+    assert base64.b64decode(secret["data"]["auth_token"]) == b"users-own-token"

@@ -33,13 +33,11 @@ from ray_operator.dashboard.errors import DashboardUnavailable
 from ray_operator.dashboard.resolver import DashboardResolver, InClusterResolver
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import Kind
+from ray_operator.runtime.kinds import SECRET
 
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
-
-SECRET = Kind("", "v1", "secrets", "Secret")
 
 INITIAL_COOLDOWN = 1.0
 MAX_COOLDOWN = 30.0

@@ -16,17 +16,24 @@ again through their `ray.io/cluster` label).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray_operator import labels as names
+from ray_operator.builders.auth import (
+    auth_secret_name,
+    build_auth_secret,
+    needs_generated_auth_secret,
+)
 from ray_operator.builders.manifest import is_autoscaling_enabled, spec
-from ray_operator.builders.naming import random_suffix, replica_group_name
+from ray_operator.builders.naming import check_name, random_suffix, replica_group_name
 from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.builders.rbac import (
     build_autoscaler_role,
@@ -54,6 +61,7 @@ from ray_operator.runtime.kinds import (
     RAY_CLUSTER,
     ROLE,
     ROLE_BINDING,
+    SECRET,
     SERVICE,
     SERVICE_ACCOUNT,
     Kind,
@@ -70,6 +78,9 @@ Object = Mapping[str, Any]
 # Creates of one reconcile run concurrently, but bounded: a 500-Pod scale-up must not open 500
 # connections at once, nor starve other clusters' reconciles of the API server.
 MAX_PARALLEL_WRITES = 16
+
+# Ray's own token generator uses 32 random bytes; so does KubeRay's.
+AUTH_TOKEN_BYTES = 32
 
 # Everything a RayCluster may own, all labelled `ray.io/cluster` and watched by the runtime.
 DEPENDENT_KINDS: tuple[Kind, ...] = (POD, SERVICE, *AUTOSCALER_RBAC_KINDS)
@@ -118,6 +129,12 @@ class RayClusterController:
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic
         self._last_status_write: dict[ObjectKey, float] = {}
+        # Clusters (by uid) whose generated auth Secret exists. Secrets are not watched: that
+        # would take the right to read every Secret of the cluster, which the operator must not
+        # hold; so existence is learnt from the create call (201 or 409) and remembered.
+        self._auth_secret_ensured: set[str] = set()
+        # The Secrets this process created (cluster key -> Secret uid), deleted with the cluster.
+        self._generated_auth_secrets: dict[ObjectKey, str] = {}
         self._expectations = {kind: Expectations() for kind in DEPENDENT_KINDS}
         # The status we last wrote, per cluster, with the resourceVersion our write produced:
         # until the watch delivers that version the cache shows the older status, and comparing
@@ -146,6 +163,7 @@ class RayClusterController:
         await self.ensure_head_service(key, cluster)
         await self.ensure_headless_worker_service(key, cluster)
         await self.ensure_autoscaler_rbac(key, cluster)
+        await self.ensure_auth_secret(key, cluster)
         plan = plan_scaling(
             cluster, pods=self.observed_pods(key, cluster), provisioned=_is_provisioned(cluster)
         )
@@ -178,11 +196,29 @@ class RayClusterController:
         """The RayCluster is gone: delete every Pod and Service it had (we rely on no GC)."""
         leftovers = self._dependents(key, lambda owner_uid: True)
         await self._delete_all(key, leftovers, why=f"RayCluster {key} was deleted")
+        await self.delete_generated_auth_secret(key)
         if not leftovers:
             for expectations in self._expectations.values():
                 expectations.forget(key)
             self._written_status.pop(key, None)
             self._last_status_write.pop(key, None)
+
+    async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
+        """Delete the auth Secret we generated for a now deleted cluster, if we remember it.
+
+        Only while this process remembers making it: the Secret is not in the cache, and a
+        Secret of that name could be the user's. After a restart its ownerReference leaves it
+        to the garbage collector. (The cluster uid stays in `_auth_secret_ensured`: uids are
+        never reused, and the entry is a few bytes.)
+        """
+        secret_uid = self._generated_auth_secrets.pop(key, None)
+        if secret_uid is None:
+            return
+        # The uid precondition makes sure it is still the Secret we made.
+        with contextlib.suppress(NotFound, Conflict):
+            await self._client.delete(
+                SECRET, check_name(key.name), namespace=key.namespace, uid=secret_uid
+            )
 
     async def delete_objects_of_earlier_incarnations(self, key: ObjectKey, cluster: Object) -> None:
         """Pods/Services of a deleted RayCluster of the same name must not join the new one."""
@@ -209,6 +245,27 @@ class RayClusterController:
         await self._ensure_object(
             key, cluster, ROLE_BINDING, build_autoscaler_role_binding(cluster)
         )
+
+    async def ensure_auth_secret(self, key: ObjectKey, cluster: Object) -> None:
+        """The generated Ray auth token Secret of a token-auth cluster (as KubeRay makes it)."""
+        uid = cluster["metadata"]["uid"]
+        if uid in self._auth_secret_ensured or not needs_generated_auth_secret(cluster):
+            return
+        token = base64.b64encode(secrets.token_bytes(AUTH_TOKEN_BYTES)).decode()
+        secret = build_auth_secret(cluster, token=token)
+        try:
+            created = await self._client.create(SECRET, secret, namespace=key.namespace)
+        except AlreadyExists:
+            pass  # Ours from before a restart, or the user's: either way the Pods will find it.
+        else:
+            self._generated_auth_secrets[key] = created["metadata"]["uid"]
+            await self._events.record(
+                cluster,
+                reason="CreatedSecret",
+                message=f"Created Secret {key.namespace}/{auth_secret_name(cluster)} "
+                "with a generated Ray auth token",
+            )
+        self._auth_secret_ensured.add(uid)
 
     async def carry_out_scaling_plan(
         self, key: ObjectKey, cluster: Object, plan: ScalingPlan, outcome: _Outcome

@@ -63,6 +63,8 @@ EVENT = Kind("", "v1", "events", "Event")
 LEASE = Kind("coordination.k8s.io", "v1", "leases", "Lease")
 NAMESPACE = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICE_ACCOUNT = Kind("", "v1", "serviceaccounts", "ServiceAccount")
+SECRET = Kind("", "v1", "secrets", "Secret")
+"""Never watched: only created (Ray auth tokens) and read by name where RBAC allows."""
 ROLE = Kind("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
