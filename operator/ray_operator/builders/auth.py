@@ -15,12 +15,11 @@ from ray_operator.builders.manifest import (
     ClusterLike,
     as_manifest,
     cluster_name,
-    cluster_namespace,
     is_auth_enabled,
     is_k8s_token_auth_enabled,
     spec,
 )
-from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.metadata import dependent_metadata
 from ray_operator.builders.naming import check_name
 
 
@@ -41,22 +40,10 @@ def auth_secret_name(cluster: ClusterLike) -> str:
 
 def build_auth_secret(cluster: ClusterLike, *, token: str) -> JSON:
     manifest = as_manifest(cluster)
-    metadata: JSON = {
-        "name": auth_secret_name(manifest),
-        "namespace": cluster_namespace(manifest),
-        "labels": {
-            names.CLUSTER_LABEL: cluster_name(manifest),
-            names.APP_NAME_LABEL: names.APP_NAME,
-            names.CREATED_BY_LABEL: names.CREATED_BY,
-        },
-    }
-    owners = owner_references(manifest)
-    if owners:
-        metadata["ownerReferences"] = owners
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata,
+        "metadata": dependent_metadata(manifest, name=auth_secret_name(manifest)),
         "type": "Opaque",
         "stringData": {names.AUTH_TOKEN_SECRET_KEY: token},
     }

@@ -10,7 +10,7 @@ owned objects by that label, and a Pod that lost it would be invisible to us and
 from __future__ import annotations
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, cluster_name, metadata
+from ray_operator.builders.manifest import JSON, cluster_name, cluster_namespace, metadata
 from ray_operator.builders.naming import identifier
 
 _PROTECTED_POD_LABELS = frozenset(
@@ -61,3 +61,21 @@ def owner_references(cluster: JSON) -> list[JSON]:
             "blockOwnerDeletion": True,
         }
     ]
+
+
+def dependent_metadata(cluster: JSON, *, name: str) -> JSON:
+    """Metadata of an object a RayCluster owns besides Pods and Services (RBAC, Secrets): its
+    cluster label and our created-by label (the runtime watches by it), and an owner reference."""
+    meta: JSON = {
+        "name": name,
+        "namespace": cluster_namespace(cluster),
+        "labels": {
+            names.CLUSTER_LABEL: cluster_name(cluster),
+            names.APP_NAME_LABEL: names.APP_NAME,
+            names.CREATED_BY_LABEL: names.CREATED_BY,
+        },
+    }
+    owners = owner_references(cluster)
+    if owners:
+        meta["ownerReferences"] = owners
+    return meta

@@ -10,7 +10,6 @@ template is the user's to create (KubeRay's rule, kuberay#1128): we only bind th
 
 from __future__ import annotations
 
-from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
@@ -19,7 +18,7 @@ from ray_operator.builders.manifest import (
     cluster_namespace,
     head_group,
 )
-from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.metadata import dependent_metadata
 from ray_operator.builders.naming import check_name
 
 AUTOSCALER_RULES: tuple[JSON, ...] = (
@@ -49,7 +48,9 @@ def build_autoscaler_service_account(cluster: ClusterLike) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _metadata(manifest, name=check_name(autoscaler_service_account_name(manifest))),
+        "metadata": dependent_metadata(
+            manifest, name=check_name(autoscaler_service_account_name(manifest))
+        ),
     }
 
 
@@ -58,7 +59,7 @@ def build_autoscaler_role(cluster: ClusterLike) -> JSON:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
-        "metadata": _metadata(manifest, name=check_name(cluster_name(manifest))),
+        "metadata": dependent_metadata(manifest, name=check_name(cluster_name(manifest))),
         "rules": [dict(rule) for rule in AUTOSCALER_RULES],
     }
 
@@ -69,7 +70,7 @@ def build_autoscaler_role_binding(cluster: ClusterLike) -> JSON:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": _metadata(manifest, name=name),
+        "metadata": dependent_metadata(manifest, name=name),
         "subjects": [
             {
                 "kind": "ServiceAccount",
@@ -79,19 +80,3 @@ def build_autoscaler_role_binding(cluster: ClusterLike) -> JSON:
         ],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
     }
-
-
-def _metadata(cluster: JSON, *, name: str) -> JSON:
-    metadata: JSON = {
-        "name": name,
-        "namespace": cluster_namespace(cluster),
-        "labels": {
-            names.CLUSTER_LABEL: cluster_name(cluster),
-            names.APP_NAME_LABEL: names.APP_NAME,
-            names.CREATED_BY_LABEL: names.CREATED_BY,
-        },
-    }
-    owners = owner_references(cluster)
-    if owners:
-        metadata["ownerReferences"] = owners
-    return metadata

@@ -31,11 +31,11 @@ from typing import Any
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.naming import random_suffix
 from ray_operator.controllers.dashboards import DashboardAccess
+from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.errors import DashboardError, JobNotFound, SubmissionIdInUse
 from ray_operator.dashboard.models import is_job_terminal
 from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
-from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -388,29 +388,14 @@ class RayJobController:
         return False
 
     async def ensure_finalizer(self, rayjob: Object) -> bool:
-        """Add our finalizer; True when it had to be added."""
-        finalizers = list(rayjob["metadata"].get("finalizers") or [])
-        if FINALIZER in finalizers:
-            return False
-        await self._client.patch(
-            RAY_JOB,
-            rayjob["metadata"]["name"],
-            {
-                "metadata": {
-                    "finalizers": [*finalizers, FINALIZER],
-                    "resourceVersion": rayjob["metadata"]["resourceVersion"],
-                }
-            },
-            namespace=rayjob["metadata"]["namespace"],
-        )
-        return True
+        """Add our finalizer; True when it had to be added (look again once it is cached)."""
+        return await add_finalizer(self._client, RAY_JOB, rayjob, FINALIZER)
 
     # --- deletion ------------------------------------------------------------------------------
 
     async def finalize(self, rayjob: Object) -> Result:
         """Stop the Ray job (best effort, as KubeRay), delete what we made, drop the finalizer."""
-        finalizers = list(rayjob["metadata"].get("finalizers") or [])
-        if FINALIZER not in finalizers:
+        if not has_finalizer(rayjob, FINALIZER):
             return Result()
         status = rayjob.get("status") or {}
         cluster = self._store.get(
@@ -431,18 +416,7 @@ class RayJobController:
         submitter_gone = await self.delete_submitter_job(rayjob)
         if not (cluster_gone and submitter_gone):
             return Result(requeue_after=1.0)
-        remaining = [f for f in finalizers if f != FINALIZER]
-        with contextlib.suppress(NotFound):
-            await self._client.patch(
-                RAY_JOB,
-                rayjob["metadata"]["name"],
-                [
-                    {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                    {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
-                ],
-                namespace=rayjob["metadata"]["namespace"],
-                patch_type=PatchType.JSON,
-            )
+        await remove_finalizer(self._client, RAY_JOB, rayjob, FINALIZER)
         return Result()
 
     # --- status --------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ray_operator.builders import rayservice as build
 from ray_operator.builders.naming import random_suffix
 from ray_operator.builders.services import NoServePortError
 from ray_operator.controllers.dashboards import DashboardAccess
+from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.errors import DashboardError
 from ray_operator.dashboard.models import ServeApplicationStatus
@@ -352,43 +353,17 @@ class RayServiceController:
 
     async def ensure_finalizer(self, rayservice: Object) -> bool:
         """Add our finalizer; True when it had to be added (look again once it is cached)."""
-        finalizers = list(rayservice["metadata"].get("finalizers") or [])
-        if FINALIZER in finalizers:
-            return False
-        await self._client.patch(
-            RAY_SERVICE,
-            rayservice["metadata"]["name"],
-            {
-                "metadata": {
-                    "finalizers": [*finalizers, FINALIZER],
-                    "resourceVersion": rayservice["metadata"]["resourceVersion"],
-                }
-            },
-            namespace=rayservice["metadata"]["namespace"],
-        )
-        return True
+        return await add_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
 
     async def finalize(self, rayservice: Object, *, clusters_left: bool) -> Result:
         """Being deleted: once its clusters are gone, delete its Services and drop the finalizer."""
-        finalizers = list(rayservice["metadata"].get("finalizers") or [])
-        if FINALIZER not in finalizers:
+        if not has_finalizer(rayservice, FINALIZER):
             return Result()
         if clusters_left:
             return Result(requeue_after=1.0)
         for service in self._store.list_owned_by(SERVICE, rayservice["metadata"]["uid"]):
             await self._delete(SERVICE, service)
-        remaining = [f for f in finalizers if f != FINALIZER]
-        with contextlib.suppress(NotFound):
-            await self._client.patch(
-                RAY_SERVICE,
-                rayservice["metadata"]["name"],
-                [
-                    {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                    {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
-                ],
-                namespace=rayservice["metadata"]["namespace"],
-                patch_type=PatchType.JSON,
-            )
+        await remove_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
         self._serve_configs.pop(ObjectKey.of(rayservice), None)
         return Result()
 
