@@ -7,6 +7,7 @@ and no namespace controller, so tests clean up what they need gone explicitly.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shutil
 import subprocess
@@ -30,22 +31,29 @@ def pytest_report_header() -> str:
     return f"control plane: kube-apiserver {KUBERNETES_VERSION} (real, on 127.0.0.1) + KWOK"
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[LocalControlPlane]:
-    """A running control plane with the ray.io CRDs installed, shared by the whole run.
+@contextlib.contextmanager
+def running_control_plane() -> Iterator[LocalControlPlane]:
+    """A started control plane with the ray.io CRDs installed, stopped and removed afterwards.
 
     Its directory is outside pytest's basetemp: pytest prunes old basetemps, and a second pytest
     run on the same machine would otherwise delete a running control plane's etcd data.
     """
     directory = Path(tempfile.mkdtemp(prefix="ray-operator-control-plane-"))
     plane = LocalControlPlane(directory, ensure_binaries())
-    plane.start()
     try:
+        plane.start()
         install_crds(plane.kubeconfig)
         yield plane
     finally:
         plane.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[LocalControlPlane]:
+    """The control plane shared by the whole run."""
+    with running_control_plane() as plane:
+        yield plane
 
 
 @pytest.fixture

@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_operator.cli import install_crds
-from ray_operator.localcluster.binaries import ensure_binaries
 from ray_operator.localcluster.controlplane import LocalControlPlane
 
-from tests.conftest import Kubectl
+from tests.conftest import Kubectl, running_control_plane
 from tests.runtime.processes import OperatorProcess, wait_until
 from tests.runtime.test_operator_process import ray_cluster, reconciled_by
 
@@ -21,14 +19,9 @@ NAMESPACE = "restart"
 
 
 @pytest.fixture(scope="module")
-def own_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
-    plane = LocalControlPlane(tmp_path_factory.mktemp("restart-control-plane"), ensure_binaries())
-    plane.start()
-    try:
-        install_crds(plane.kubeconfig)
+def own_control_plane() -> Iterator[LocalControlPlane]:
+    with running_control_plane() as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 def test_watches_resume_after_an_apiserver_restart_and_see_what_changed_meanwhile(
