@@ -37,7 +37,11 @@ binaries: $(INSTALLED)
 	$(BIN)/python -m ray_operator.localcluster.binaries
 
 pytest: $(INSTALLED)
-	$(BIN)/pytest
+	$(BIN)/pytest -v --durations=10
+
+## bench: the benchmarks (M1-M6) against an embedded control plane; prints a table (--json too)
+bench: $(INSTALLED) binaries
+	$(BIN)/python -m ray_operator.bench $(BENCH_ARGS)
 
 ## generate: rebuild crd/ and generated/ from their sources
 generate: $(INSTALLED)
