@@ -45,6 +45,10 @@ class ControlPlaneError(RuntimeError):
     """The local control plane could not be started or reached."""
 
 
+class ComponentDiedError(ControlPlaneError):
+    """A component exited while the control plane was starting."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Ports:
     """Loopback ports of one control plane."""
@@ -63,6 +67,9 @@ class ComponentProcess:
     name: str
     pid: int
     command: list[str]
+    # The kernel's start time of the process (clock ticks since boot): with the pid it names the
+    # process uniquely, across pid reuse and across the exec that turns our fork into the binary.
+    started: int = 0
 
 
 class LocalControlPlane:
@@ -105,26 +112,29 @@ class LocalControlPlane:
 
     def start(self) -> None:
         """Start every component in the background and wait until the API server is ready."""
-        if self.load_state() and self.running_components():
+        if self.load_state() and any(self.running_components().values()):
             raise ControlPlaneError(
                 f"a control plane is already running in {self.directory}; stop it first"
             )
         binaries = self._require_binaries()
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "logs").mkdir(exist_ok=True)
-        self._ports = _pick_ports()
-        self._write_pki()
-        self._write_kubeconfig()
         try:
-            self._launch("etcd", self._etcd_command(binaries))
-            self._launch("kube-apiserver", self._apiserver_command(binaries))
-            self.wait_until_ready()
-            self._register_fake_node()
-            self._launch("kube-scheduler", self._scheduler_command(binaries))
-            self._launch("kwok", self._kwok_command(binaries))
+            self._start_components(binaries)
         except BaseException:
             self.stop()
             raise
+
+    def _start_components(self, binaries: ControlPlaneBinaries) -> None:
+        self._ports = _pick_ports()
+        self._write_pki()
+        self._write_kubeconfig()
+        self._launch("etcd", self._etcd_command(binaries))
+        self._launch("kube-apiserver", self._apiserver_command(binaries))
+        self.wait_until_ready()
+        self._register_fake_node()
+        self._launch("kube-scheduler", self._scheduler_command(binaries))
+        self._launch("kwok", self._kwok_command(binaries))
 
     def stop(self) -> None:
         """Stop every component (kube-apiserver before etcd) and wait until they are gone."""
@@ -156,7 +166,9 @@ class LocalControlPlane:
         state = json.loads(self._state_file.read_text())
         self._ports = Ports(**state["ports"])
         self._processes = {
-            name: ComponentProcess(name=name, pid=entry["pid"], command=entry["command"])
+            name: ComponentProcess(
+                name=name, pid=entry["pid"], command=entry["command"], started=entry["started"]
+            )
             for name, entry in state["processes"].items()
         }
         return True
@@ -179,8 +191,9 @@ class LocalControlPlane:
                 return
             for name, alive in self.running_components().items():
                 if not alive:
-                    raise ControlPlaneError(
-                        f"{name} exited during start-up; see {self.log_file(name)}:\n"
+                    how = _exit_description(self._processes[name].pid)
+                    raise ComponentDiedError(
+                        f"{name} exited during start-up ({how}); see {self.log_file(name)}:\n"
                         + _tail(self.log_file(name))
                     )
             time.sleep(0.2)
@@ -281,14 +294,17 @@ class LocalControlPlane:
             start_new_session=True,
         )
         log.close()
-        self._processes[name] = ComponentProcess(name=name, pid=process.pid, command=command)
+        self._processes[name] = ComponentProcess(
+            name=name, pid=process.pid, command=command, started=_start_time(process.pid) or 0
+        )
         self._save_state()
 
     def _save_state(self) -> None:
         state = {
             "ports": dataclasses.asdict(self.ports),
             "processes": {
-                name: {"pid": p.pid, "command": p.command} for name, p in self._processes.items()
+                name: {"pid": p.pid, "command": p.command, "started": p.started}
+                for name, p in self._processes.items()
             },
         }
         self._state_file.write_text(json.dumps(state, indent=2))
@@ -476,14 +492,27 @@ def _pick_ports() -> Ports:
 
 
 def _is_alive(process: ComponentProcess) -> bool:
-    """Alive and still the process we started (pids get reused)."""
+    """Alive and still the process we started (pids get reused).
+
+    Identity is the start time, not the command line: right after Popen returns, /proc may
+    still show the forking Python's command line, and a live kube-apiserver was once taken for
+    dead (and then left running) that way.
+    """
     try:
-        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{process.pid}/stat").read_text()
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[-1].split()
     except OSError:
         return False
-    zombie = stat.rsplit(")", 1)[-1].split()[0] == "Z"
-    return not zombie and cmdline[0].decode(errors="replace") == process.command[0]
+    zombie = fields[0] == "Z"
+    # Field 22 of /proc/<pid>/stat (starttime) is the 20th after the command name.
+    return not zombie and int(fields[19]) == process.started
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return int(fields[19])
 
 
 def _terminate(process: ComponentProcess) -> None:
@@ -501,6 +530,19 @@ def _terminate(process: ComponentProcess) -> None:
     while _is_alive(process):
         _reap(process.pid)
         time.sleep(0.05)
+
+
+def _exit_description(pid: int) -> str:
+    """How a child of ours ended ("exit code 1", "killed by signal 9"), or why we cannot tell."""
+    try:
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return "not our child or already collected"
+    if reaped == 0:
+        return "still running, but no longer the program we started"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
 def _reap(pid: int) -> None:
