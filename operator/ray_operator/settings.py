@@ -88,11 +88,7 @@ def default_lease_namespace() -> str:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `ray-operator run`'s flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
     defaults = Settings(identity="")
-
-    def env(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
-        raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
-        return default if raw is None else convert(raw)
-
+    env = env_default
     add = parser.add_argument
     add(
         "--kubeconfig",
@@ -110,7 +106,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
-        default=env("leader-elect", _boolean, defaults.leader_elect),
+        default=env("leader-elect", parse_boolean, defaults.leader_elect),
         help="elect a leader through a Lease (default: %(default)s)",
     )
     add(
@@ -261,7 +257,13 @@ def _comma_list(raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def _boolean(raw: str) -> bool:
+def env_default(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
+    """The default of `--<flag>`: `RAY_OPERATOR_<FLAG>` converted when set, else `default`."""
+    raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
+    return default if raw is None else convert(raw)
+
+
+def parse_boolean(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True

@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ray_operator.settings import env_default, parse_boolean
 from ray_operator.webhooks.registration import WebhookEndpoint
-
-ENV_PREFIX = "RAY_OPERATOR_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +85,13 @@ class WebhookOptions:
 def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the webhook flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
 
-    def env(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
-        raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
-        return default if raw is None else convert(raw)
-
+    env = env_default
     defaults = WebhookOptions()
     add = parser.add_argument
     add(
         "--webhooks",
         action=argparse.BooleanOptionalAction,
-        default=env("webhooks", _boolean, None),
+        default=env("webhooks", parse_boolean, None),
         help="serve the admission webhooks (default: in a cluster, or with --webhook-url-base "
         "or --webhook-cert-dir)",
     )
@@ -152,12 +147,3 @@ def webhook_options_from_args(
         service_name=args.webhook_service_name,
         secret_name=args.webhook_secret_name,
     )
-
-
-def _boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")
