@@ -50,6 +50,10 @@ RESTART_ANNOTATION: Final = "ray.io/restart"
 # (kuberay#1672).
 ENABLE_SERVE_SERVICE_ANNOTATION: Final = "ray.io/enable-serve-service"
 
+# The values of a RayJob's or RayService's `spec.managedBy` that mean "this operator" (KubeRay's
+# own value included, so manifests written for it work); anything else: hands off (e.g. Kueue).
+OWN_MANAGED_BY: Final = (None, "", "ray.io/kuberay-operator")
+
 # --- Well-known names -----------------------------------------------------------------------
 HEAD_SERVICE_SUFFIX: Final = "head-svc"
 SERVE_SERVICE_SUFFIX: Final = "serve-svc"

@@ -26,6 +26,24 @@ from ray_operator.runtime.kinds import POD
 from ray_operator.settings import Settings
 
 
+async def eventually(
+    check: Callable[[], Awaitable[Any]],
+    *,
+    within: float = 60.0,
+    what: str = "condition",
+    interval: float = 0.2,
+) -> Any:
+    """Poll `check` until it returns something truthy; fail with the last value."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"{what} not reached within {within}s; last: {last!r}")
+
+
 class Harness:
     """Drives one namespace of the real control plane while the operator runs."""
 
@@ -73,14 +91,7 @@ class Harness:
         self, check: Callable[[], Awaitable[Any]], *, within: float = 60.0, what: str = "condition"
     ) -> Any:
         """Poll `check` until it returns something truthy; fail with the last value."""
-        deadline = time.monotonic() + within
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = await check()
-            if last:
-                return last
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{what} not reached within {within}s; last: {last!r}")
+        return await eventually(check, within=within, what=what)
 
     async def pods_settled(
         self, cluster: str, *, head: int, workers: int, within: float = 60.0

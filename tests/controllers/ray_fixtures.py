@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -140,21 +139,3 @@ def head_only_cluster_spec(*, serve: bool = False) -> dict[str, Any]:
         "authOptions": {"mode": "token", "secretName": AUTH_SECRET},
         "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [container]}}},
     }
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]],
-    *,
-    within: float = 60.0,
-    what: str = "condition",
-    interval: float = 0.2,
-) -> Any:
-    """Poll `check` until it returns something truthy; fail with the last value."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{what} not reached within {within}s; last: {last!r}")

@@ -21,12 +21,11 @@ from ray_operator.dashboard.client import DashboardClient, DashboardOptions
 from ray_operator.dashboard.models import JobInfo, JobSubmission
 from ray_operator.status import rayjob as rules
 
-from tests.controllers.conftest import Harness
+from tests.controllers.conftest import Harness, eventually
 from tests.controllers.ray_fixtures import (
     StartOperator,
     auth_secret,
     dashboard,
-    eventually,
     head_only_cluster_spec,
     ray_head,
     start_operator,

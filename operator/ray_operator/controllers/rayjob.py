@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.naming import random_suffix
 from ray_operator.controllers.dashboards import DashboardAccess
@@ -56,8 +57,6 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayjob-finalizer"
 # KubeRay's RayJobDefaultRequeueDuration: how often a live RayJob looks at its Ray job.
 REQUEUE_SECONDS = 3.0
-# The values of `spec.managedBy` that mean "this operator" (anything else: hands off).
-OWN_MANAGERS = (None, "", "ray.io/kuberay-operator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +108,7 @@ class RayJobController:
         rayjob = self._store.get(RAY_JOB, key.namespace, key.name)
         if rayjob is None:
             return Result()
-        if (rayjob.get("spec") or {}).get("managedBy") not in OWN_MANAGERS:
+        if (rayjob.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY:
             return Result()  # MultiKueue (or another controller) runs this one.
         if rayjob["metadata"].get("deletionTimestamp"):
             return await self.finalize(rayjob)

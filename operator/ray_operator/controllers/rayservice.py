@@ -58,7 +58,6 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
-OWN_MANAGERS = (None, "", "ray.io/kuberay-operator")
 
 
 class RayServiceController:
@@ -101,7 +100,7 @@ class RayServiceController:
             return Result()
         # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
         rayservice = default_rayservice(cached)
-        if (rayservice.get("spec") or {}).get("managedBy") not in OWN_MANAGERS:
+        if (rayservice.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY:
             return Result()
         status: JSON = dict(rayservice.get("status") or {})
         waiting_for_deletion = await self.delete_replaced_clusters(rayservice, status)
