@@ -140,6 +140,7 @@ class Operator:
             self.queue,
             metrics=self.metrics,
             concurrency=settings.max_concurrent_reconciles,
+            sync=self.store.sync,
         )
         self.watchers = [
             Watcher(
@@ -163,7 +164,13 @@ class Operator:
         self._term: asyncio.Task[None] | None = None  # the workers, while leading
 
     def not_synced(self) -> list[str]:
-        """Watchers that have not completed their first list (empty: ready)."""
+        """Watchers that have not completed their first list (empty: ready).
+
+        Readiness is about the first list only. A later relist (after 410 Gone or a broken
+        watch) holds back the reconciles that read that kind (`store.sync`, see runtime.workers)
+        but does not make the replica unready: that would pull every replica's webhook endpoint
+        out of its Service at once, exactly while the API server recovers.
+        """
         return [watcher.name for watcher in self.watchers if not watcher.synced.is_set()]
 
     async def run(self, stop: asyncio.Event) -> int:

@@ -86,9 +86,12 @@ def _run(args: argparse.Namespace) -> int:
     from ray_operator.webhooks import webhook_component, webhook_options_from_args
 
     settings = settings_from_args(args)
-    webhooks = webhook_options_from_args(
-        args, port=settings.webhook_port, default_namespace=settings.lease_namespace
-    )
+    try:
+        webhooks = webhook_options_from_args(
+            args, port=settings.webhook_port, default_namespace=settings.lease_namespace
+        )
+    except ValueError as error:
+        raise SystemExit(f"ray-operator run: {error}") from None
     components = [webhook_component(webhooks)] if webhooks.enabled else []
     return run(settings, controllers=controllers_for(settings), components=components)
 
@@ -121,7 +124,7 @@ def _dev(args: argparse.Namespace) -> int:
         args.kubeconfig = str(control_plane.kubeconfig)
         # Outside a cluster the operator registers its webhooks with a url: pointing at itself,
         # so the local control plane validates and defaults as a real install does.
-        if args.webhooks is not False and not args.webhook_url_base:
+        if args.webhooks is not False and args.webhook_port != 0 and not args.webhook_url_base:
             args.webhook_url_base = f"https://127.0.0.1:{args.webhook_port}"
     kubeconfig = args.kubeconfig or os.environ["KUBECONFIG"]
     try:

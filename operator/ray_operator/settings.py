@@ -49,7 +49,7 @@ class Settings:
     metrics_addr: str = ":8080"
     """host:port of /metrics (KubeRay's metrics port); may equal `health_addr`."""
     webhook_port: int = 9443
-    """Port of the admission webhooks (TLS), served on every replica."""
+    """Port of the admission webhooks (TLS), served on every replica; 0: no webhooks."""
     max_concurrent_reconciles: int = 4
     """How many objects are reconciled at once (one reconcile per object at a time, always)."""
     resync_period: float = 600.0
@@ -156,7 +156,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--webhook-port",
         type=int,
         default=env("webhook-port", int, defaults.webhook_port),
-        help="admission webhook port (default: %(default)s)",
+        help="admission webhook port; 0: serve no webhooks, as --no-webhooks (default: "
+        "%(default)s)",
     )
     add(
         "--max-concurrent-reconciles",

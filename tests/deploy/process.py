@@ -11,10 +11,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.conftest import REPO_ROOT
 
 STARTUP_TIMEOUT = 60.0
 SHUTDOWN_TIMEOUT = 30.0
@@ -56,19 +58,34 @@ class OperatorProcess:
 
 
 @contextmanager
-def running_operator(kubeconfig: Path, log: Path, *arguments: str) -> Iterator[OperatorProcess]:
-    """`ray-operator run --kubeconfig kubeconfig [arguments]`, ready (caches synced) on entry,
-    stopped with SIGTERM on exit (which must end it cleanly, exit code 0)."""
+def running_operator(
+    kubeconfig: Path | None,
+    log: Path,
+    *arguments: str,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[OperatorProcess]:
+    """`ray-operator run [--kubeconfig kubeconfig] [arguments]`, ready (caches synced) on entry,
+    stopped with SIGTERM on exit (which must end it cleanly, exit code 0).
+
+    Probes and metrics listen on a free loopback port whatever `arguments` say (the flags come
+    last, and the last one wins). `env` replaces the environment (None: inherit ours).
+    """
     port = _free_loopback_port()
     command = [
         sys.executable, "-m", "ray_operator.cli", "run",
-        f"--kubeconfig={kubeconfig}",
+        *([f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []),
+        *arguments,
         f"--health-addr=127.0.0.1:{port}",
         f"--metrics-addr=127.0.0.1:{port}",
-        *arguments,
     ]  # fmt: skip
     with log.open("wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=REPO_ROOT,
+        )
     operator = OperatorProcess(process, f"http://127.0.0.1:{port}", log)
     try:
         operator.wait_until(lambda: operator.readyz() == 200, "ready /readyz", STARTUP_TIMEOUT)

@@ -10,6 +10,7 @@ import shlex
 import pytest
 import yaml
 from ray_operator.settings import add_run_arguments
+from ray_operator.webhooks import add_webhook_arguments, webhook_options_from_args
 
 from tests.conftest import REPO_ROOT, Kubectl
 from tests.deploy.manifests import (
@@ -57,6 +58,7 @@ def parse_run_arguments(args: list[str]) -> argparse.Namespace:
     """The manager's args as `ray-operator run` parses them ($(POD_NAMESPACE) filled in)."""
     parser = argparse.ArgumentParser(exit_on_error=False)
     add_run_arguments(parser)
+    add_webhook_arguments(parser)
     return parser.parse_args([arg.replace("$(POD_NAMESPACE)", "pod-ns") for arg in args])
 
 
@@ -262,7 +264,21 @@ def test_namespaced_operator_watches_only_its_own_namespace(namespaced: list[Man
     arguments = parse_run_arguments(manager_container(namespaced)["args"])
     assert arguments.namespaces == ["pod-ns"]
     assert arguments.lease_namespace == "pod-ns"
-    assert arguments.webhook_port == 0
+
+
+def test_namespaced_operator_serves_no_webhooks_even_in_a_pod(
+    namespaced: list[Manifest], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In a Pod, webhooks default to on; that install's RBAC cannot read their Secret (finding
+    # 12 of issue 12: the process exited after ~78 s). The flag must say off, plainly.
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    args = manager_container(namespaced)["args"]
+    assert "--no-webhooks" in args
+    arguments = parse_run_arguments(args)
+    options = webhook_options_from_args(
+        arguments, port=arguments.webhook_port, default_namespace="pod-ns"
+    )
+    assert options.enabled is False
 
 
 def test_namespaced_install_binds_the_manager_role_with_a_role_binding(

@@ -45,6 +45,7 @@ class ScriptedController:
     """Reconciles RayCluster keys by recording them; behaviour scripted per key."""
 
     kind: Kind = RAY_CLUSTER
+    reads: tuple[Kind, ...] | None = None  # None: every watched kind (see runtime.workers)
     scripts: dict[ObjectKey, Script] = field(default_factory=dict)
     calls: list[tuple[ObjectKey, float]] = field(default_factory=list)
     running: set[ObjectKey] = field(default_factory=set)

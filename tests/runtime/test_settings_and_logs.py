@@ -11,6 +11,7 @@ import pytest
 from ray_operator.logs import JsonFormatter, TextFormatter, about
 from ray_operator.runtime import ObjectKey
 from ray_operator.settings import Settings, add_run_arguments, settings_from_args
+from ray_operator.webhooks import WebhookOptions, add_webhook_arguments, webhook_options_from_args
 
 
 def parse(*argv: str) -> Settings:
@@ -111,3 +112,25 @@ def test_json_log_lines_carry_the_object_as_a_field() -> None:
     assert entry["message"] == "creating head pod"
     assert entry["level"] == "INFO"
     assert entry["time"].endswith("Z")
+
+
+def webhook_options(*argv: str) -> WebhookOptions:
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    add_webhook_arguments(parser)
+    args = parser.parse_args(argv)
+    return webhook_options_from_args(args, port=args.webhook_port, default_namespace="ns")
+
+
+@pytest.mark.parametrize("flag", ["--no-webhooks", "--webhook-port=0"])
+def test_no_webhooks_and_webhook_port_zero_turn_webhooks_off_even_in_a_pod(
+    flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")  # in a Pod they default to on
+    assert webhook_options().enabled is True
+    assert webhook_options(flag).enabled is False
+
+
+def test_webhooks_on_port_zero_is_refused_as_a_contradiction() -> None:
+    with pytest.raises(ValueError, match="0 means off"):
+        webhook_options("--webhooks", "--webhook-port=0")

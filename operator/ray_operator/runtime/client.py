@@ -75,6 +75,12 @@ class WatchEvent:
     object: Object
 
 
+SERVICE_ACCOUNT_DIR_ENV = "RAY_OPERATOR_SERVICE_ACCOUNT_DIR"
+"""Where in-cluster credentials (`token`, `ca.crt`) are read from when set; unset (always, in a
+Pod): the kubelet's mount, /var/run/secrets/kubernetes.io/serviceaccount. Tests set it to run the
+operator process exactly as in a Pod, with the ServiceAccount token a Pod would get."""
+
+
 async def load_api_client(kubeconfig: Path | None) -> kube_client.ApiClient:
     """Credentials: `kubeconfig`, else in-cluster, else $KUBECONFIG or ~/.kube/config."""
     configuration = kube_client.Configuration()
@@ -84,7 +90,7 @@ async def load_api_client(kubeconfig: Path | None) -> kube_client.ApiClient:
         )
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         kube_config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
+            client_configuration=configuration, **_service_account_files()
         )
     else:
         # kubernetes-asyncio's default location honours $KUBECONFIG, then ~/.kube/config.
@@ -92,6 +98,16 @@ async def load_api_client(kubeconfig: Path | None) -> kube_client.ApiClient:
     api = kube_client.ApiClient(configuration=configuration)
     _stop_environment_lookups(api)
     return api
+
+
+def _service_account_files() -> dict[str, str]:
+    directory = os.environ.get(SERVICE_ACCOUNT_DIR_ENV)
+    if not directory:
+        return {}  # kubernetes-asyncio's defaults: the kubelet's mount
+    return {
+        "token_filename": str(Path(directory) / "token"),
+        "cert_filename": str(Path(directory) / "ca.crt"),
+    }
 
 
 def _stop_environment_lookups(api: kube_client.ApiClient) -> None:

@@ -8,6 +8,13 @@
   pending delays for one key the earliest wins.
 - `add_with_backoff` retries a failed key after a per-key exponential delay; `forget` resets it
   after a success.
+- While a key waits out its failure backoff, a plain `add` does not run it early: the pending
+  retry covers it (it reads the cache as it is then). Without this the events of the operator's
+  own writes — a Pod it created, a status it wrote — re-ran a failing key at once, retrying past
+  its backoff (issue 12, finding 9). `add(key, urgent=True)` runs it now anyway: the dispatcher
+  uses it for a change of the object's spec or its deletion, so a user who fixes a spec does not
+  wait out a 5-minute backoff. The same holds for a failed reconcile: adds that arrived during it
+  are dropped in favour of the retry, unless one of them was urgent.
 
 Time comes from the event loop (`loop.call_later`), so tests drive it with a virtual clock.
 The queue holds no reconcile logic; `workers.py` decides what to do with each key.
@@ -53,6 +60,7 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
         self._failures: dict[K, int] = {}
+        self._urgent: set[K] = set()  # in flight, and re-added urgently meanwhile
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -71,12 +79,26 @@ class WorkQueue(Generic[K]):
         """How many keys workers are processing now."""
         return len(self._processing)
 
-    def add(self, key: K) -> None:
-        """Queue `key` unless it is queued already; if it is in flight, run it once more after."""
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Queue `key` unless it is queued already; if it is in flight, run it once more after.
+
+        A key waiting out its failure backoff is left to its retry, unless `urgent`.
+        """
         if self._shutting_down:
             return
         if self._metrics is not None:
             self._metrics.queue_adds_total.inc()
+        if urgent and key in self._processing:
+            self._urgent.add(key)
+        elif not urgent and self.backing_off(key):
+            return
+        self._enqueue(key)
+
+    def backing_off(self, key: K) -> bool:
+        """Whether `key` failed and waits for its retry timer."""
+        return key in self._failures and key in self._timers
+
+    def _enqueue(self, key: K) -> None:
         if key in self._dirty:
             return
         self._dirty.add(key)
@@ -91,7 +113,7 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key)
+            self._enqueue(key)
             return
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
@@ -103,9 +125,15 @@ class WorkQueue(Generic[K]):
         self._timers[key] = loop.call_at(when, self._fire, key)
 
     def add_with_backoff(self, key: K) -> float:
-        """Retry `key` after its next backoff delay; returns that delay."""
+        """Retry `key` after its next backoff delay; returns that delay.
+
+        Called for a key in flight, it also drops the re-adds that came meanwhile (the retry covers
+        them), unless one was urgent.
+        """
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
+        if key in self._processing and key not in self._urgent:
+            self._dirty.discard(key)
         delay = self._backoff.delay(failures)
         self.add_after(key, delay)
         return delay
@@ -137,6 +165,7 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """Mark `key` processed; if it was re-added meanwhile, queue it again."""
         self._processing.discard(key)
+        self._urgent.discard(key)
         if key in self._dirty and not self._shutting_down:
             self._queue.append(key)
             self._wakeup.set()
@@ -158,7 +187,9 @@ class WorkQueue(Generic[K]):
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
-        self.add(key)
+        if self._metrics is not None:
+            self._metrics.queue_adds_total.inc()
+        self._enqueue(key)
 
     def _changed(self) -> None:
         if self._metrics is not None:

@@ -12,13 +12,20 @@ They are shared, not copied: callers must not mutate them (build a model or deep
 A controller sees its own writes once the watch delivers them (usually milliseconds later): the
 written object's event enqueues its key again, so "create, then find it in the cache" is a matter
 of the next reconcile; controllers that must not act twice meanwhile keep expectations.
+
+`Store.sync` (a `CacheSync`) says which parts of the cache are complete. A part (a kind, in one
+namespace or all) is unsynced from the moment its watch breaks — the API server went away, 410
+Gone — until its next LIST has been applied: meanwhile the cache may miss objects created just
+before the break, and a reconcile planned from it would create them again (issue 12, finding 5:
+duplicate Pods after an API-server crash). The workers hold such reconciles back; `synced(kind,
+namespace)` lets a controller ask too.
 """
 
 from __future__ import annotations
 
 import builtins
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +56,10 @@ class StoreView(Protocol):
         """Objects of `kind` with an ownerReference to `owner_uid`."""
         ...
 
+    def synced(self, kind: Kind, namespace: str) -> bool:
+        """Whether the cache of `kind` in `namespace` is complete (listed, no watch gap since)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -69,10 +80,59 @@ class Change:
 _Name = tuple[str, str]  # (namespace, name)
 
 
+class CacheSync:
+    """Which parts of the cache are complete; a part is a kind in one namespace (or in all: None).
+
+    Watchers register their part as unsynced when they are built, mark it synced once a LIST is
+    applied and unsynced again when their watch breaks. Kinds nobody watches count as synced.
+    Listeners registered with `on_synced` are called (synchronously) whenever a part syncs.
+    """
+
+    def __init__(self) -> None:
+        self._unsynced: dict[Kind, set[str | None]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def mark_unsynced(self, kind: Kind, namespace: str | None) -> None:
+        """The cache of `kind` in `namespace` (None: all) may be missing objects from now on."""
+        self._unsynced.setdefault(kind, set()).add(namespace)
+
+    def mark_synced(self, kind: Kind, namespace: str | None) -> None:
+        """A LIST of `kind` in `namespace` (None: all) was applied; tell the listeners."""
+        parts = self._unsynced.get(kind)
+        if parts is None or namespace not in parts:
+            return
+        parts.discard(namespace)
+        if not parts:
+            del self._unsynced[kind]
+        for listener in self._listeners:
+            listener()
+
+    def synced(self, kind: Kind, namespace: str) -> bool:
+        """Whether the objects of `kind` in `namespace` are all in the cache."""
+        parts = self._unsynced.get(kind)
+        return not parts or (None not in parts and namespace not in parts)
+
+    def all_synced(self, kinds: Iterable[Kind] | None, namespace: str) -> bool:
+        """`synced` for each of `kinds` (None: every kind) in `namespace`."""
+        if kinds is None:
+            kinds = self._unsynced
+        return all(self.synced(kind, namespace) for kind in kinds)
+
+    def unsynced_kinds(self) -> builtins.list[Kind]:
+        """The kinds with at least one unsynced part (empty: the whole cache is complete)."""
+        return list(self._unsynced)
+
+    def on_synced(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` each time a part becomes synced."""
+        self._listeners.append(listener)
+
+
 class Store:
     """The in-memory cache behind `StoreView`, with its indexes kept in step on every write."""
 
     def __init__(self) -> None:
+        self.sync = CacheSync()
+        """Which parts of the cache are complete (written by the watchers)."""
         self._objects: dict[Kind, dict[_Name, Object]] = defaultdict(dict)
         self._by_cluster: dict[tuple[Kind, str, str], set[str]] = defaultdict(set)
         self._by_owner: dict[tuple[Kind, str], set[_Name]] = defaultdict(set)
@@ -96,6 +156,9 @@ class Store:
     def list_owned_by(self, kind: Kind, owner_uid: str) -> builtins.list[Object]:
         objects = self._objects[kind]
         return [objects[key] for key in sorted(self._by_owner.get((kind, owner_uid), ()))]
+
+    def synced(self, kind: Kind, namespace: str) -> bool:
+        return self.sync.synced(kind, namespace)
 
     def count(self, kind: Kind) -> int:
         """How many objects of a kind the cache holds."""

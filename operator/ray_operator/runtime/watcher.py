@@ -5,11 +5,22 @@ A `Watcher` lists, then watches from the list's resourceVersion, forever:
 - every event updates the `Store` and the resulting `Change` goes to `on_change` (the dispatcher
   that turns it into queue keys);
 - bookmarks (requested with `allowWatchBookmarks`) only move the resume point forward;
-- when the stream ends (the server's `timeoutSeconds`, a broken connection, an API server restart)
-  it resumes from the last resourceVersion seen, after a jittered backoff if it failed;
-- when no byte arrives for `inactivity_timeout` the stream is deemed stalled and restarted;
-- on 410 Gone (the resume point fell out of the server's window) it lists again and diffs the
-  list against the cache, so objects deleted meanwhile are reported as deletions.
+- when the server ends the stream cleanly (its `timeoutSeconds`) it resumes from the last
+  resourceVersion seen;
+- when the stream fails (a broken connection, an API server restart, no byte for
+  `inactivity_timeout`) or answers 410 Gone (the resume point fell out of the server's window), it
+  lists again — after a jittered backoff if it failed — and diffs the list against the cache, so
+  objects deleted meanwhile are reported as deletions.
+
+From the moment the stream fails until that LIST is applied, the watcher's part of the cache is
+marked unsynced in `store.sync`: the cache may miss objects created just before the failure (a
+resumed watch would replay them, but nothing says when the replay is complete; a LIST is a
+consistent read). The workers hold reconciles that read this kind until it syncs again.
+
+Reconnect backoff (`ReconnectBackoff`): when the API server does not answer at all, attempts are
+at most ~2 s apart, so a server that comes back after a long outage is seen within seconds; when it
+answers with an error (429, 5xx, 403) the delay grows to 30 s. A successful LIST resets the
+first; a working watch resets both.
 
 Owned kinds are watched with a server-side label selector, so unrelated Pods never reach us.
 `synced` is set after the first successful list (readiness).
@@ -22,10 +33,11 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
 from ray_operator.runtime.client import KubeClient, WatchEvent
-from ray_operator.runtime.errors import Gone, KubeError, error_from_status
+from ray_operator.runtime.errors import Gone, KubeError, TransportError, error_from_status
 from ray_operator.runtime.kinds import Kind
 from ray_operator.runtime.queue import Backoff
 from ray_operator.runtime.store import Change, Store
@@ -35,6 +47,26 @@ if TYPE_CHECKING:
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectBackoff:
+    """How long a watcher waits before it lists again after failures in a row."""
+
+    unreachable: Backoff = field(default_factory=lambda: Backoff(base=0.5, cap=2.0))
+    """No answer at all (connection refused or reset, timeout). A refused connection costs the
+    API server nothing, and one that comes back must be seen within seconds: with a 30 s cap a
+    change made after a 33 s outage was acted on 18 s late (issue 12, finding 6)."""
+    answered: Backoff = field(default_factory=lambda: Backoff(base=0.5, cap=30.0))
+    """The server answered with an error (429, 5xx, 403, …): it is there but unwell or refusing;
+    give it room."""
+
+    def delay(self, error: KubeError, *, failures: int, answered_failures: int) -> float:
+        """The delay (before jitter) after `error`, the last of `failures` failures in a row,
+        `answered_failures` of which the server answered with an error status."""
+        if isinstance(error, TransportError):
+            return self.unreachable.delay(failures - 1)
+        return self.answered.delay(answered_failures - 1)
 
 
 class Watcher:
@@ -52,7 +84,7 @@ class Watcher:
         label_selector: str | None = None,
         timeout_seconds: int = 300,
         inactivity_timeout: float | None = None,
-        backoff: Backoff | None = None,
+        backoff: ReconnectBackoff | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.kind = kind
@@ -69,10 +101,15 @@ class Watcher:
         self._inactivity_timeout = (
             inactivity_timeout if inactivity_timeout is not None else timeout_seconds * 1.2 + 30
         )
-        self._backoff = backoff or Backoff(base=0.5, cap=30.0)
+        self._backoff = backoff or ReconnectBackoff()
         self._rng = rng or random.Random()
         self._resource_version: str | None = None  # where to resume; None: list first
-        self._progressed = False  # the current watch delivered at least one event
+        # Failures in a row (they drive the backoff): all of them, reset by a successful LIST;
+        # those the server answered with an error, reset only once a watch works too — or a
+        # LIST that works before a watch that is refused (RBAC) would retry every 0.5 s.
+        self._failures = 0
+        self._answered_failures = 0
+        store.sync.mark_unsynced(kind, namespace)  # until the first LIST
 
     @property
     def name(self) -> str:
@@ -81,14 +118,12 @@ class Watcher:
 
     async def run(self) -> NoReturn:
         """List, then watch and resume forever (until cancelled)."""
-        failures = 0  # in a row, without an event in between: drives the backoff
         while True:
             try:
                 if self._resource_version is None:
                     await self._relist()
-                    self.synced.set()
                 await self._watch()
-                failures = 0
+                self._answered_failures = 0  # a clean end: the server's own timeout
                 self._restarted("closed")
             except Gone:
                 logger.info(
@@ -97,14 +132,28 @@ class Watcher:
                     self._resource_version,
                 )
                 self._restarted("gone")
-                self._resource_version = None
+                self._lost_track()
             except KubeError as error:
-                failures = 1 if self._progressed else failures + 1
                 reason = "inactivity" if isinstance(error.__cause__, TimeoutError) else "error"
                 self._restarted(reason)
-                delay = self._backoff.delay(failures - 1) * self._rng.uniform(0.5, 1.0)
-                logger.warning("%s: %s; retrying in %.1fs", self.name, error, delay)
+                self._lost_track()
+                delay = self._next_delay(error)
+                logger.warning("%s: %s; listing again in %.1fs", self.name, error, delay)
                 await asyncio.sleep(delay)
+
+    def _lost_track(self) -> None:
+        """The stream broke: until a LIST is applied, the cache may miss recent objects."""
+        self._resource_version = None
+        self._store.sync.mark_unsynced(self.kind, self.namespace)
+
+    def _next_delay(self, error: KubeError) -> float:
+        self._failures += 1
+        if not isinstance(error, TransportError):
+            self._answered_failures += 1
+        delay = self._backoff.delay(
+            error, failures=self._failures, answered_failures=self._answered_failures
+        )
+        return delay * self._rng.uniform(0.5, 1.0)
 
     async def _relist(self) -> None:
         listed = await self._client.list(
@@ -118,15 +167,18 @@ class Watcher:
             len(changes),
             listed.resource_version,
         )
+        self._failures = 0  # the API server answers again
+        self._resource_version = listed.resource_version
+        # Synced before the changes are dispatched: the keys they enqueue may run at once.
+        self._store.sync.mark_synced(self.kind, self.namespace)
+        self.synced.set()
         for change in changes:
             self._on_change(change)
         self._count()
-        self._resource_version = listed.resource_version
 
     async def _watch(self) -> None:
         """Apply events from the last resourceVersion seen until the stream ends."""
         assert self._resource_version is not None
-        self._progressed = False
         stream = self._client.watch(
             self.kind,
             namespace=self.namespace,
@@ -139,7 +191,7 @@ class Watcher:
         # not whenever the abandoned generator happens to be collected.
         async with contextlib.aclosing(stream):
             async for event in stream:
-                self._progressed = True
+                self._answered_failures = 0  # listing and watching both work
                 self._resource_version = self._apply(event) or self._resource_version
 
     def _apply(self, event: WatchEvent) -> str | None:

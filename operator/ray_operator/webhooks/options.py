@@ -4,6 +4,10 @@ Like `settings.py`: every `--webhook-…` flag can also come from `RAY_OPERATOR_
 `--webhooks/--no-webhooks` from `RAY_OPERATOR_WEBHOOKS`. Left unset, webhooks run when they can
 be reached: in a cluster (through their Service), or when `--webhook-url-base` or
 `--webhook-cert-dir` says how.
+
+`--no-webhooks` turns them off; so does `--webhook-port=0`, which config/namespaced once relied
+on while nothing honoured it: in a Pod the webhooks switched on, could not read their certificate
+Secret under that install's RBAC, and the process exited after ~78 s (issue 12, finding 12).
 """
 
 from __future__ import annotations
@@ -92,8 +96,8 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
         "--webhooks",
         action=argparse.BooleanOptionalAction,
         default=env("webhooks", parse_boolean, None),
-        help="serve the admission webhooks (default: in a cluster, or with --webhook-url-base "
-        "or --webhook-cert-dir)",
+        help="serve the admission webhooks; --no-webhooks (or --webhook-port=0) serves none "
+        "(default: in a cluster, or with --webhook-url-base or --webhook-cert-dir)",
     )
     add(
         "--webhook-host",
@@ -132,8 +136,15 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
 def webhook_options_from_args(
     args: argparse.Namespace, *, port: int, default_namespace: str
 ) -> WebhookOptions:
-    """The `WebhookOptions` described by parsed arguments (`port` from `Settings.webhook_port`)."""
+    """The `WebhookOptions` described by parsed arguments (`port` from `Settings.webhook_port`).
+
+    Port 0 means no webhooks; asking for webhooks on port 0 is a contradiction (ValueError).
+    """
     enabled = args.webhooks
+    if port == 0:
+        if enabled:
+            raise ValueError("--webhooks needs a --webhook-port other than 0 (0 means off)")
+        enabled = False
     if enabled is None:
         in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
         enabled = in_cluster or bool(args.webhook_url_base or args.webhook_cert_dir)
