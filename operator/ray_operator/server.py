@@ -6,20 +6,94 @@
 - `/readyz` (readiness): 200 once every watcher has listed its kind (the caches are synced).
 - `/metrics`: the Prometheus text exposition of our registry.
 
-Probes and metrics may share one address or use two (`--health-addr`, `--metrics-addr`). Admission
-webhooks (TLS, `--webhook-port`) will be served from here too; they are not wired yet.
+Probes and metrics may share one address or use two (`--health-addr`, `--metrics-addr`). The
+admission webhooks (TLS, `--webhook-port`) are served by `webhooks/component.py`, with the same
+read limits.
+
+Every listener bounds what one client can hold (issue 12: slow-drip connections were kept forever):
+`ReadLimits` gives the request headers `header_seconds` from the moment the connection opens or
+the previous response ends (aiohttp's keep-alive timer, which it arms at connection start and
+which closes a connection whose handler is still waiting for a complete request), the body
+`body_seconds` and `max_body_bytes` (`bounded_reads`, a middleware that reads the body before any
+handler: 408 past the time, 413 past the size), and a refused body `lingering_seconds` of grace.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
 from aiohttp import web
 
 from ray_operator.metrics import CONTENT_TYPE, Metrics
 from ray_operator.settings import parse_address
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """How long and how much one listener reads from a client before it gives up on it."""
+
+    header_seconds: float = 10.0
+    """From connection open (or the end of the previous response) to complete request headers;
+    also how long an idle keep-alive connection stays open. Probes, Prometheus and the API
+    server send their headers in one packet: 10 s is generous."""
+    body_seconds: float = 10.0
+    """To read a request body (the API server gives a webhook at most 30 s for everything)."""
+    max_body_bytes: int = 64 * 1024
+    """Larger bodies are refused with 413 (probes and metrics take none)."""
+    lingering_seconds: float = 1.0
+    """After a refusal, how long the rest of an unread body is drained before closing."""
+
+
+def bounded_reads(limits: ReadLimits) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A middleware reading each request's body within `limits` before its handler runs.
+
+    The body is kept by aiohttp (`request.read()` returns it again); a handler never waits on
+    the network, so a slow client cannot hold a handler or what it guards.
+    """
+
+    @web.middleware
+    async def read_body_in_time(
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        declared = request.content_length
+        if declared is not None and declared > limits.max_body_bytes:
+            return _refusal(413, f"request body above {limits.max_body_bytes} bytes\n")
+        try:
+            async with asyncio.timeout(limits.body_seconds):
+                await request.read()  # 413 (HTTPRequestEntityTooLarge) past client_max_size
+        except TimeoutError:
+            return _refusal(408, f"request body not received within {limits.body_seconds:g}s\n")
+        return await handler(request)
+
+    return read_body_in_time
+
+
+def _refusal(status: int, text: str) -> web.Response:
+    response = web.Response(status=status, text=text)
+    response.force_close()  # the connection carries an unread body: never reuse it
+    return response
+
+
+def bounded_application(limits: ReadLimits) -> web.Application:
+    """An Application whose requests are read within `limits` (routes still to be added)."""
+    return web.Application(
+        client_max_size=limits.max_body_bytes, middlewares=[bounded_reads(limits)]
+    )
+
+
+def bounded_runner(application: web.Application, limits: ReadLimits) -> web.AppRunner:
+    """The AppRunner of a bounded listener: header timeout and lingering as in `limits`."""
+    return web.AppRunner(
+        application,
+        access_log=None,
+        handle_signals=False,
+        keepalive_timeout=limits.header_seconds,
+        lingering_time=limits.lingering_seconds,
+    )
 
 
 class Heartbeat:
@@ -78,17 +152,20 @@ def metrics_routes(metrics: Metrics) -> list[web.RouteDef]:
     return [web.get("/metrics", exposition)]
 
 
-async def serve(sites: Sequence[tuple[str, list[web.RouteDef]]]) -> NoReturn:
+async def serve(
+    sites: Sequence[tuple[str, list[web.RouteDef]]], *, limits: ReadLimits | None = None
+) -> NoReturn:
     """Serve each (`host:port`, routes) (routes of equal addresses merged) until cancelled."""
+    limits = limits or ReadLimits()
     merged: dict[tuple[str, int], list[web.RouteDef]] = {}
     for address, routes in sites:
         merged.setdefault(parse_address(address), []).extend(routes)
     runners: list[web.AppRunner] = []
     try:
         for (host, port), routes in merged.items():
-            app = web.Application()
+            app = bounded_application(limits)
             app.add_routes(routes)
-            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            runner = bounded_runner(app, limits)
             await runner.setup()
             runners.append(runner)
             await web.TCPSite(runner, host, port).start()

@@ -52,6 +52,9 @@ class Settings:
     """Port of the admission webhooks (TLS), served on every replica; 0: no webhooks."""
     max_concurrent_reconciles: int = 4
     """How many objects are reconciled at once (one reconcile per object at a time, always)."""
+    max_pods_per_cluster: int = 10_000
+    """Pods one RayCluster may ask for (head + replicas x numOfHosts of every group), refused
+    above it by the webhook and reported by the controller (see `validation/limits.py`)."""
     resync_period: float = 600.0
     """Seconds between re-enqueueing every object, to heal anything a missed event left behind."""
     shutdown_timeout: float = 20.0
@@ -166,6 +169,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="objects reconciled at once (default: %(default)s)",
     )
     add(
+        "--max-pods-per-cluster",
+        type=_positive_int,
+        default=env("max-pods-per-cluster", _positive_int, defaults.max_pods_per_cluster),
+        help="Pods one RayCluster may ask for; more is refused (default: %(default)s)",
+    )
+    add(
         "--resync-period",
         type=float,
         default=env("resync-period", float, defaults.resync_period),
@@ -236,6 +245,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         metrics_addr=args.metrics_addr,
         webhook_port=args.webhook_port,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        max_pods_per_cluster=args.max_pods_per_cluster,
         resync_period=args.resync_period,
         shutdown_timeout=args.shutdown_timeout,
         watch_timeout=args.watch_timeout,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from ray_operator.builders.quantity import (
+    MAX_QUANTITY_LENGTH,
     InvalidQuantityError,
     Quantity,
     format_float_like_go,
@@ -56,3 +60,53 @@ def test_invalid_quantity_is_rejected() -> None:
 def test_floats_print_like_go_json() -> None:
     assert format_float_like_go(4.0) == "4"
     assert format_float_like_go(0.5) == "0.5"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("1e10000000", "out of range: a quantity may be at most 9223372036854775807"),
+        ("1e-10000000", "out of range: a non-zero quantity must be at least 1n"),
+        ("9" * 10_000, "too long: a quantity has at most 64 characters, this one has 10000"),
+        ("1" + "0" * 19, "out of range: a quantity may be at most"),
+        ("8Ei", "out of range: a quantity may be at most"),
+        ("0.1n", "out of range: a non-zero quantity must be at least 1n"),
+        ("1e99999999999999999999999999999999999999999999999999", "out of range"),
+        (1e300, "out of range: a quantity may be at most"),
+        (2**64, "out of range: a quantity may be at most"),
+        (float("nan"), "a quantity must be a finite number"),
+        ("1e1.5", "quantities must match the regular expression"),
+        ("١", "quantities must match the regular expression"),  # an Arabic-Indic digit
+    ],
+)
+def test_extreme_quantities_are_refused_fast_naming_the_problem(
+    text: str | float, problem: str
+) -> None:
+    started = time.thread_time()  # CPU time of this thread: other load on the machine aside
+    with pytest.raises(InvalidQuantityError, match=re.escape(problem)):
+        Quantity.parse(text)
+    # Before the bounds, "1e10000000" took seconds: it built a ten-million-digit number.
+    assert time.thread_time() - started < 0.01
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("9223372036854775807", 2**63 - 1),
+        ("7Ei", 7 * 2**60),
+        ("0e10000000", 0),
+        ("1n", 1),
+        ("-2", -2),
+        ("1.5e3", 1500),
+        (".5Gi", 2**29),
+    ],
+)
+def test_quantities_up_to_the_bounds_kubernetes_holds_are_accepted(text: str, value: int) -> None:
+    assert Quantity.parse(text).value() == value
+
+
+def test_the_longest_quantity_parses_in_well_under_a_millisecond() -> None:
+    text = "1." + "0" * (MAX_QUANTITY_LENGTH - 2)
+    started = time.thread_time()
+    assert Quantity.parse(text).value() == 1
+    assert time.thread_time() - started < 0.001

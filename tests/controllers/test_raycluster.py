@@ -449,9 +449,9 @@ async def test_pod_the_api_server_rejects_gives_failed_to_create_event_and_repli
     harness: Harness, operator: Operator
 ) -> None:
     cluster = scalable_cluster(replicas=1)
-    # Valid for the CRD schema, refused by Pod validation: requests may not exceed limits.
-    worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
-    worker["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    # Passes our own validation (it cannot know the cluster's PriorityClasses), refused by the
+    # API server's Priority admission plugin.
+    cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["priorityClassName"] = "no-such"
     await harness.apply(cluster)
 
     async def replica_failure() -> dict[str, Any] | None:
@@ -463,11 +463,11 @@ async def test_pod_the_api_server_rejects_gives_failed_to_create_event_and_repli
 
     condition = await harness.eventually(replica_failure, what="ReplicaFailure condition")
     assert condition["reason"] == "FailedCreateWorkerPod"
-    assert "must be less than or equal to cpu limit" in condition["message"]
+    assert "no PriorityClass with name no-such was found" in condition["message"]
     events = await harness.get_json(
         "events", "--field-selector", "involvedObject.name=scaling,reason=FailedToCreateWorkerPod"
     )
-    assert "must be less than or equal to cpu limit" in events["items"][0]["message"]
+    assert "no PriorityClass with name no-such was found" in events["items"][0]["message"]
     await harness.pods_settled("scaling", head=1, workers=0)
 
 

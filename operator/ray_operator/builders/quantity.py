@@ -42,9 +42,20 @@ _DECIMAL_SUFFIXES = {
     "P": 15,
     "E": 18,
 }
+# The grammar of apimachinery's `ParseQuantity`: sign, digits with an optional fraction, suffix.
+# `[0-9]`, not `\d`, which would also match other scripts' digits.
 _QUANTITY_RE = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+    r"([+-]?)(?:([0-9]+)(?:\.([0-9]*))?|\.([0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
+# Bounds that keep parsing O(len) and small, and refuse what Kubernetes cannot hold anyway:
+# its quantities are int64 counts of nano-units at best (`Value()`, `MilliValue()`), so no
+# quantity a Pod can use needs more than 19 integer and 9 fractional digits. Without these,
+# "1e10000000" builds a ten-million-digit number (seconds of CPU on the event loop, issue 12).
+MAX_QUANTITY_LENGTH = 64
+MAX_QUANTITY = 2**63 - 1
+"""The largest magnitude apimachinery can hold (it caps BinarySI there; int64 `Value()`)."""
+_SMALLEST_NON_ZERO = Fraction(1, 10**9)
+_MAX_INTEGER_DIGITS = len(str(MAX_QUANTITY))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,21 +67,22 @@ class Quantity:
 
     @classmethod
     def parse(cls, text: str | int | float) -> Quantity:
-        """Parse a quantity as the API server accepts it (numbers are taken as decimal)."""
-        if isinstance(text, int | float):
-            return cls(Fraction(str(text)), QuantityFormat.DECIMAL_SI)
-        match = _QUANTITY_RE.match(text.strip())
-        if match is None:
-            raise InvalidQuantityError(f"quantities must match the regular expression: {text!r}")
-        number, suffix = Fraction(match.group(1)), match.group(2) or ""
-        if suffix in _BINARY_SUFFIXES:
-            return cls(number * 2 ** _BINARY_SUFFIXES[suffix], QuantityFormat.BINARY_SI)
-        if suffix in _DECIMAL_SUFFIXES:
-            return cls(
-                number * Fraction(10) ** _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
-            )
-        exponent = int(suffix[1:])
-        return cls(number * Fraction(10) ** exponent, QuantityFormat.DECIMAL_EXPONENT)
+        """Parse a quantity as the API server accepts it (numbers are taken as decimal).
+
+        Bounded: at most `MAX_QUANTITY_LENGTH` characters, a magnitude of at most
+        `MAX_QUANTITY` and, unless zero, at least 1n; anything else raises
+        `InvalidQuantityError` after O(len) work, before any large number is built.
+        """
+        if isinstance(text, bool) or not isinstance(text, int | float | str):
+            kind = type(text).__name__
+            raise InvalidQuantityError(f"a quantity must be a string or a number, not {kind}")
+        if isinstance(text, int):
+            return cls(_in_range(Fraction(_bounded_int(text))), QuantityFormat.DECIMAL_SI)
+        if isinstance(text, float):
+            if not math.isfinite(text):
+                raise InvalidQuantityError(f"a quantity must be a finite number, not {text}")
+            text = repr(text)  # "1e+300": the same bounds as the string
+        return _parse_text(text)
 
     def is_zero(self) -> bool:
         return self.amount == 0
@@ -95,6 +107,77 @@ class Quantity:
 
 
 ZERO = Quantity(Fraction(0))
+
+
+def _parse_text(text: str) -> Quantity:
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise InvalidQuantityError(
+            f"too long: a quantity has at most {MAX_QUANTITY_LENGTH} characters, "
+            f"this one has {len(text)}"
+        )
+    match = _QUANTITY_RE.fullmatch(text.strip())
+    if match is None:
+        raise InvalidQuantityError(
+            "quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        )
+    sign, whole, fraction, only_fraction, suffix = match.groups(default="")
+    fraction = fraction or only_fraction
+    digits = (whole + fraction).lstrip("0")
+    if suffix in _BINARY_SUFFIXES:
+        # At most 64 digits times 2**60: small numbers, built at once.
+        amount = Fraction(int(digits or "0"), 10 ** len(fraction)) * 2 ** _BINARY_SUFFIXES[suffix]
+        fmt = QuantityFormat.BINARY_SI
+    else:
+        if suffix in _DECIMAL_SUFFIXES:
+            exponent, fmt = _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
+        else:  # "e<exponent>": at most 62 digits long, so int() is cheap; its size is checked
+            exponent, fmt = int(suffix[1:]), QuantityFormat.DECIMAL_EXPONENT
+        amount = _scaled(digits, exponent - len(fraction))
+    return Quantity(_in_range(-amount if sign == "-" else amount), fmt)
+
+
+def _scaled(digits: str, scale: int) -> Fraction:
+    """`int(digits) * 10**scale`, refusing (before building it) a magnitude out of range."""
+    if not digits:
+        return Fraction(0)  # "0e10000000" is zero, whatever the exponent
+    # The value lies in [10**(order-1), 10**order): compare orders, never build 10**scale
+    # for an exponent nobody could mean.
+    order = len(digits) + scale
+    if order > _MAX_INTEGER_DIGITS:
+        raise _too_large()
+    if order < -8:
+        raise _too_small()
+    return Fraction(int(digits)) * Fraction(10) ** scale
+
+
+def _bounded_int(number: int) -> int:
+    # Checked by bit length: str() of a huge int is itself quadratic (and capped by Python).
+    if number.bit_length() > 63:
+        raise _too_large()
+    return number
+
+
+def _in_range(amount: Fraction) -> Fraction:
+    if abs(amount) > MAX_QUANTITY:
+        raise _too_large()
+    if amount != 0 and abs(amount) < _SMALLEST_NON_ZERO:
+        raise _too_small()
+    return amount
+
+
+def _too_large() -> InvalidQuantityError:
+    return InvalidQuantityError(
+        f"out of range: a quantity may be at most {MAX_QUANTITY} (2^63-1), "
+        "the largest Kubernetes holds"
+    )
+
+
+def _too_small() -> InvalidQuantityError:
+    return InvalidQuantityError(
+        "out of range: a non-zero quantity must be at least 1n (10^-9), "
+        "the smallest Kubernetes holds"
+    )
 
 
 def sum_quantities(quantities: list[Quantity]) -> Quantity:

@@ -47,6 +47,7 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.runtime.kinds import JOB, RAY_CLUSTER, RAY_JOB, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayjob as rules
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import validate_rayjob
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,9 @@ class RayJobController:
         dashboards: DashboardAccess | None = None,
         clock: Callable[[], datetime.datetime] | None = None,
         suffix: Callable[[], str] = random_suffix,
+        limits: ClusterLimits = DEFAULT_LIMITS,
     ) -> None:
+        self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
         self._store = context.store
         self._client = context.client
         self._events = context.events
@@ -114,7 +117,9 @@ class RayJobController:
             return await self.finalize(rayjob)
         old: JSON = dict(rayjob.get("status") or {})
         # The webhook's rules, again: an object may predate the webhook or bypass it.
-        problems = [str(error) for error in validate_rayjob(rayjob)] + rules.unsupported(rayjob)
+        problems = [
+            str(error) for error in validate_rayjob(rayjob, limits=self._limits)
+        ] + rules.unsupported(rayjob)
         if problems:
             return await self.report_invalid_spec(rayjob, old, "; ".join(problems))
         step = self._steps.get(rules.state(old))
@@ -471,12 +476,15 @@ class RayJobController:
 
 
 def rayjob_controller(
-    *, resolver: DashboardResolver | None = None, options: DashboardOptions | None = None
+    *,
+    resolver: DashboardResolver | None = None,
+    options: DashboardOptions | None = None,
+    limits: ClusterLimits = DEFAULT_LIMITS,
 ) -> ControllerFactory:
     """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
 
     def factory(context: ControllerContext) -> RayJobController:
         access = DashboardAccess(context.client, resolver=resolver, options=options)
-        return RayJobController(context, dashboards=access)
+        return RayJobController(context, dashboards=access, limits=limits)
 
     return factory

@@ -48,6 +48,7 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayservice as rules
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,9 @@ class RayServiceController:
         clock: Callable[[], datetime.datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         suffix: Callable[[], str] = random_suffix,
+        limits: ClusterLimits = DEFAULT_LIMITS,
     ) -> None:
+        self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
         self._store = context.store
         self._client = context.client
         self._events = context.events
@@ -369,7 +372,7 @@ class RayServiceController:
     def spec_problem(self, rayservice: Object) -> str | None:
         """What makes the spec unusable (the webhook's rules, again: an object may predate the
         webhook or bypass it), or what this operator does not implement yet; None when fine."""
-        problems = [str(error) for error in validate_rayservice(rayservice)]
+        problems = [str(error) for error in validate_rayservice(rayservice, limits=self._limits)]
         try:
             build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
@@ -480,12 +483,15 @@ def _head_pod_ready(cluster: Object) -> bool:
 
 
 def rayservice_controller(
-    *, resolver: DashboardResolver | None = None, options: DashboardOptions | None = None
+    *,
+    resolver: DashboardResolver | None = None,
+    options: DashboardOptions | None = None,
+    limits: ClusterLimits = DEFAULT_LIMITS,
 ) -> ControllerFactory:
     """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
 
     def factory(context: ControllerContext) -> RayServiceController:
         access = DashboardAccess(context.client, resolver=resolver, options=options)
-        return RayServiceController(context, dashboards=access)
+        return RayServiceController(context, dashboards=access, limits=limits)
 
     return factory

@@ -30,7 +30,7 @@ from ray_operator.builders.manifest import (
     worker_groups,
 )
 from ray_operator.builders.naming import identifier
-from ray_operator.builders.quantity import ZERO, Quantity, sum_quantities
+from ray_operator.builders.quantity import ZERO, InvalidQuantityError, Quantity, sum_quantities
 from ray_operator.builders.ray_start import is_gpu_resource
 from ray_operator.status import pods as observed
 from ray_operator.status.replicas import (
@@ -198,7 +198,11 @@ def _pod_resources(group: JSON) -> dict[str, Quantity]:
         resources = container.get("resources") or {}
         merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for name, text in merged.items():
-            totals[name] = totals.get(name, ZERO) + Quantity.parse(text)
+            try:
+                quantity = Quantity.parse(text)
+            except InvalidQuantityError:
+                continue  # validation reports it (InvalidSpec); the status must still be written
+            totals[name] = totals.get(name, ZERO) + quantity
     return totals
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON
 from ray_operator.validation.errors import FieldError, invalid, too_long
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import MAX_CLUSTER_NAME_LENGTH, validate_raycluster
 
 # The RayCluster of a RayJob/RayService is named `<owner>-<5 random characters>`, so the owner's
@@ -44,7 +45,9 @@ def owner_name_errors(obj: JSON) -> list[FieldError]:
     return errors
 
 
-def embedded_cluster_errors(owner: JSON, *, field: str, creator: str) -> list[FieldError]:
+def embedded_cluster_errors(
+    owner: JSON, *, field: str, creator: str, limits: ClusterLimits = DEFAULT_LIMITS
+) -> list[FieldError]:
     """RayCluster rules on `owner.spec.<field>`, with paths under `spec.<field>`."""
     cluster_spec = (owner.get("spec") or {}).get(field)
     if not isinstance(cluster_spec, dict):
@@ -63,7 +66,7 @@ def embedded_cluster_errors(owner: JSON, *, field: str, creator: str) -> list[Fi
     prefix = f"spec.{field}"
     return [
         _moved(error, prefix)
-        for error in validate_raycluster(stand_in)
+        for error in validate_raycluster(stand_in, limits=limits)
         if not error.field.startswith("metadata.name")
     ]
 

@@ -6,20 +6,27 @@ check, but reports every violation at once with its field path, where KubeRay st
 Beyond KubeRay: a group name must be a valid label value (it becomes `ray.io/group`; KubeRay would
 only fail at Pod creation). KubeRay's alpha features that are off by default there (TLS, network
 policy, history server) are rejected as unsupported; the embedded RocksDB GCS backend is accepted.
+Beyond KubeRay too: the Pod templates are checked with Kubernetes' own Pod rules
+(`validation/pod_template.py`: what the API server would refuse at Pod creation), the groups'
+`resources` quantities are valid and bounded, and the Pods the cluster asks for stay within
+`ClusterLimits.max_pods_per_cluster` (`validation/limits.py`).
 `raycluster_warnings` lists what is legal but probably unintended (admission warnings).
+
+Validation only reads: a mapping is looked at in place, never copied (the controller runs this
+on its event loop at every reconcile, on objects of up to the API server's 3 MiB).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
     autoscaler_version,
     cluster_annotations,
     is_auth_enabled,
@@ -30,6 +37,7 @@ from ray_operator.builders.manifest import (
     parse_version,
     spec,
 )
+from ray_operator.status.replicas import desired_group_pods, hosts_per_replica
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
@@ -39,6 +47,8 @@ from ray_operator.validation.errors import (
     required,
     too_long,
 )
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
+from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
 
 # 63 - len("-serve-svc"): the longest name whose derived Service names all fit in a DNS label.
 MAX_CLUSTER_NAME_LENGTH = 53
@@ -61,10 +71,12 @@ _V2_ENV_TRUE = ("1", "true")
 HEAD = "spec.headGroupSpec"
 
 
-def validate_raycluster(cluster: ClusterLike) -> list[FieldError]:
+def validate_raycluster(
+    cluster: ClusterLike, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> list[FieldError]:
     """Every semantic violation in the RayCluster's metadata and spec; empty when it is valid."""
-    manifest = as_manifest(cluster)
-    checks = (
+    manifest = read_only_manifest(cluster)
+    checks: tuple[Callable[[JSON], Iterator[FieldError]], ...] = (
         _metadata_errors,
         _head_group_errors,
         _worker_group_errors,
@@ -73,13 +85,24 @@ def validate_raycluster(cluster: ClusterLike) -> list[FieldError]:
         _auth_errors,
         _unsupported_feature_errors,
         _upgrade_strategy_errors,
+        _pod_template_errors,
+        functools.partial(_pod_count_errors, limits=limits),
     )
     return [error for check in checks for error in check(manifest)]
 
 
+def read_only_manifest(obj: ClusterLike) -> JSON:
+    """`obj` as a JSON-shaped dict without copying a mapping (validation never writes to it)."""
+    if isinstance(obj, dict):
+        return obj
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    return obj.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def validate_raycluster_status(cluster: ClusterLike) -> list[FieldError]:
     """The status must not claim to be suspending and suspended at once (KubeRay's invariant)."""
-    conditions = (as_manifest(cluster).get("status") or {}).get("conditions") or []
+    conditions = (read_only_manifest(cluster).get("status") or {}).get("conditions") or []
     true_types = {c.get("type") for c in conditions if c.get("status") == "True"}
     if {"RayClusterSuspending", "RayClusterSuspended"} <= true_types:
         detail = "RayClusterSuspending and RayClusterSuspended must not both be True"
@@ -89,7 +112,7 @@ def validate_raycluster_status(cluster: ClusterLike) -> list[FieldError]:
 
 def raycluster_warnings(cluster: ClusterLike) -> list[str]:
     """Legal but surprising settings, worded for `kubectl apply` warnings (and Warning events)."""
-    manifest = as_manifest(cluster)
+    manifest = read_only_manifest(cluster)
     warnings = _replica_bound_warnings(manifest)
     cluster_spec = spec(manifest)
     if is_autoscaling_enabled(cluster_spec) and autoscaler_version(cluster_spec) == "v1":
@@ -379,12 +402,7 @@ def _autoscaling_errors(cluster: JSON) -> Iterator[FieldError]:
 
 def _restart_policy_errors(cluster: JSON) -> Iterator[FieldError]:
     # Autoscaler v2 replaces failed Pods itself; restarting containers in place would confuse it.
-    groups = [(HEAD, spec(cluster).get("headGroupSpec") or {})]
-    groups += [
-        (f"spec.workerGroupSpecs[{i}]", g)
-        for i, g in enumerate(spec(cluster).get("workerGroupSpecs") or [])
-    ]
-    for path, group in groups:
+    for path, group in _groups(cluster):
         policy = ((group.get("template") or {}).get("spec") or {}).get("restartPolicy")
         if policy not in (None, "", "Never"):
             yield invalid(
@@ -439,6 +457,52 @@ def _upgrade_strategy_errors(cluster: JSON) -> Iterator[FieldError]:
         yield forbidden(
             "spec.upgradeStrategy", f"cannot be set on a RayCluster created by a {creator}"
         )
+
+
+def _pod_template_errors(cluster: JSON) -> Iterator[FieldError]:
+    """Kubernetes' Pod rules on every template, and the groups' `resources` quantities."""
+    for path, group in _groups(cluster):
+        yield from pod_template_errors(f"{path}.template", group.get("template"))
+        yield from quantity_map_errors(f"{path}.resources", group.get("resources"))
+
+
+def _pod_count_errors(cluster: JSON, *, limits: ClusterLimits) -> Iterator[FieldError]:
+    """No group, and not the whole cluster, may want more Pods than the operator allows."""
+    bound = limits.max_pods_per_cluster
+    rule = f"at most {bound} Pods per cluster (the operator's --max-pods-per-cluster)"
+    total, reported = 1, False  # the head
+    for index, group in enumerate(spec(cluster).get("workerGroupSpecs") or []):
+        path = f"spec.workerGroupSpecs[{index}]"
+        hosts = hosts_per_replica(group)
+        desired = desired_group_pods(group)  # replicas clamped into [min, max], x numOfHosts
+        total += desired
+        # maxReplicas alone creates nothing (the CRD defaults it to 2147483647 for the
+        # autoscaler); `replicas`, or `minReplicas` when it is larger, is what gets created.
+        low, replicas = int(group.get("minReplicas") or 0), group.get("replicas")
+        field = "minReplicas" if replicas is None or replicas < low else "replicas"
+        if desired > bound:
+            detail = f"asks for {desired} Pods (x numOfHosts {hosts}); {rule}"
+            yield invalid(f"{path}.{field}", group.get(field), detail)
+            reported = True
+        if field != "minReplicas" and low * hosts > bound:
+            detail = f"asks for {low * hosts} Pods (x numOfHosts {hosts}); {rule}"
+            yield invalid(f"{path}.minReplicas", low, detail)
+            reported = True
+    if total > bound and not reported:  # one group alone was already named
+        yield invalid(
+            "spec.workerGroupSpecs",
+            total,
+            f"the head and every group's replicas x numOfHosts add up to this many Pods; {rule}",
+        )
+
+
+def _groups(cluster: JSON) -> list[tuple[str, JSON]]:
+    groups = [(HEAD, spec(cluster).get("headGroupSpec") or {})]
+    groups += [
+        (f"spec.workerGroupSpecs[{i}]", g)
+        for i, g in enumerate(spec(cluster).get("workerGroupSpecs") or [])
+    ]
+    return groups
 
 
 def _containers(group: JSON) -> list[JSON]:

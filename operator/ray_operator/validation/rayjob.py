@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest, is_autoscaling_enabled
+from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors, shown
 from ray_operator.validation.errors import (
     FieldError,
@@ -27,6 +27,9 @@ from ray_operator.validation.errors import (
     not_supported,
     required,
 )
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
+from ray_operator.validation.pod_template import pod_template_errors
+from ray_operator.validation.raycluster import read_only_manifest
 
 K8S_JOB_MODE = "K8sJobMode"
 HTTP_MODE = "HTTPMode"
@@ -53,18 +56,35 @@ _SUBMISSION_FIELDS = (
 )
 
 
-def validate_rayjob(rayjob: ClusterLike) -> list[FieldError]:
+def validate_rayjob(
+    rayjob: ClusterLike, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> list[FieldError]:
     """Every semantic violation in the RayJob's metadata and spec; empty when it is valid."""
-    manifest = as_manifest(rayjob)
+    manifest = read_only_manifest(rayjob)
     errors = owner_name_errors(manifest)
     errors += _spec_errors(manifest)
-    errors += embedded_cluster_errors(manifest, field="rayClusterSpec", creator=names.CRD_RAY_JOB)
+    errors += embedded_cluster_errors(
+        manifest, field="rayClusterSpec", creator=names.CRD_RAY_JOB, limits=limits
+    )
+    errors += _submitter_template_errors(_spec(manifest))
     return errors
+
+
+def _submitter_template_errors(spec: JSON) -> list[FieldError]:
+    """A given submitter Pod template, with Kubernetes' Pod rules (it becomes a Job's Pod)."""
+    template = spec.get("submitterPodTemplate")
+    if not isinstance(template, dict):
+        return []
+    path = "spec.submitterPodTemplate"
+    if not (template.get("spec") or {}).get("containers"):
+        # We would fill in a container without a name or an image: its Job could never run.
+        return [required(f"{path}.spec.containers", "the submitter Pod needs a container")]
+    return pod_template_errors(path, template)
 
 
 def rayjob_warnings(rayjob: ClusterLike) -> list[str]:
     """Legal but surprising settings, worded for `kubectl apply` warnings."""
-    spec = _spec(as_manifest(rayjob))
+    spec = _spec(read_only_manifest(rayjob))
     if spec.get("clusterSelector") and spec.get("shutdownAfterJobFinishes") is True:
         # KubeRay skips every deletion for a selected cluster; so do we.
         return [
@@ -76,7 +96,7 @@ def rayjob_warnings(rayjob: ClusterLike) -> list[str]:
 
 def rayjob_immutable_errors(new: ClusterLike, old: ClusterLike) -> list[FieldError]:
     """Changes an UPDATE may not make: what was submitted, while the job is being run."""
-    new_manifest, old_manifest = as_manifest(new), as_manifest(old)
+    new_manifest, old_manifest = read_only_manifest(new), read_only_manifest(old)
     status = _mapping(old_manifest.get("status")).get("jobDeploymentStatus")
     if status not in _ACTIVE_DEPLOYMENT_STATUSES:
         return []

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest, is_autoscaling_enabled
+from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors, shown
 from ray_operator.validation.errors import (
     FieldError,
@@ -24,6 +24,8 @@ from ray_operator.validation.errors import (
     not_supported,
     required,
 )
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
+from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.serve_config import serve_config_errors
 
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
@@ -36,15 +38,17 @@ _GO_DURATION_RE = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h
 _GO_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
-def validate_rayservice(rayservice: ClusterLike) -> list[FieldError]:
+def validate_rayservice(
+    rayservice: ClusterLike, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> list[FieldError]:
     """Every semantic violation in the RayService's metadata and spec; empty when it is valid."""
-    manifest = as_manifest(rayservice)
+    manifest = read_only_manifest(rayservice)
     spec = dict(manifest.get("spec") or {})
     errors = owner_name_errors(manifest)
     errors += _initializing_timeout_errors(manifest)
     errors += _cluster_config_errors(spec)
     errors += embedded_cluster_errors(
-        manifest, field="rayClusterConfig", creator=names.CRD_RAY_SERVICE
+        manifest, field="rayClusterConfig", creator=names.CRD_RAY_SERVICE, limits=limits
     )
     errors += _upgrade_errors(spec)
     errors += serve_config_errors(spec.get("serveConfigV2"), path="spec.serveConfigV2")

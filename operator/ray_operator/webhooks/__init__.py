@@ -2,6 +2,7 @@
 
     review.py         AdmissionReview in → allow/deny (+ JSONPatch) out; pure, no HTTP
     handlers.py       the aiohttp routes (/validate-ray-io-v1-<kind>, /mutate-…), body cap
+    workers.py        the worker processes that answer large reviews, off the event loop
     jsonpatch.py      the JSON Patch between an object and its defaulted copy
     tls.py            the live SSLContext whose certificate is swapped without a restart
     certificates.py   where certificates come from: a self-managed Secret, or a directory

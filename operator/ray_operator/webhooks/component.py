@@ -6,7 +6,9 @@ Its order matters:
 
 1. get the serving material (self-managed Secret or cert-manager's directory), retrying API
    errors with backoff — nothing can be served without a certificate;
-2. load it into the live SSLContext and start listening (TLS, `options.port`);
+2. load it into the live SSLContext and start listening (TLS, `options.port`), every request read
+   within `read_limits` (header and body timeouts, the body cap: `handlers.REVIEW_READ_LIMITS`)
+   and answered off the event loop (`handlers.py`); a TLS handshake gets asyncio's 60 s;
 3. publish the CA bundle to the webhook configurations (in the URL mode: create them) — only
    now, so the API server is never told to call a port that does not answer yet;
 4. every `check_interval` (sooner when a renewal is due) look again; on a change publish the new
@@ -29,13 +31,15 @@ from aiohttp import web
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
+from ray_operator.server import ReadLimits, bounded_runner
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.certificates import (
     CertificateSource,
     DirectoryCertificates,
     SelfManagedCertificates,
     ServingMaterial,
 )
-from ray_operator.webhooks.handlers import admission_application
+from ray_operator.webhooks.handlers import REVIEW_READ_LIMITS, admission_application
 from ray_operator.webhooks.options import WebhookOptions
 from ray_operator.webhooks.registration import Registrar
 from ray_operator.webhooks.tls import ServingCertificate
@@ -52,8 +56,18 @@ _RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
 class Webhooks:
     """The admission webhooks of one replica."""
 
-    def __init__(self, options: WebhookOptions, *, client: KubeClient) -> None:
+    def __init__(
+        self,
+        options: WebhookOptions,
+        *,
+        client: KubeClient,
+        limits: ClusterLimits = DEFAULT_LIMITS,
+        read_limits: ReadLimits = REVIEW_READ_LIMITS,
+    ) -> None:
         self.options = options
+        self.limits = limits
+        """The bounds validation applies (`--max-pods-per-cluster`), as the controllers do."""
+        self.read_limits = read_limits
         self.serving = ServingCertificate()
         self.registrar = Registrar(client, options.endpoint())
         self.source: CertificateSource
@@ -80,7 +94,8 @@ class Webhooks:
         """Serve until cancelled (see the module docstring for the order of things)."""
         material = await self._load_with_retries()
         self.serving.load(material.serving)
-        runner = web.AppRunner(admission_application(), access_log=None, handle_signals=False)
+        application = admission_application(limits=self.limits, read_limits=self.read_limits)
+        runner = bounded_runner(application, self.read_limits)
         await runner.setup()
         try:
             site = web.TCPSite(
@@ -164,6 +179,7 @@ def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], W
 
     def build(context: ComponentContext) -> Webhooks:
         # The unguarded client: a standby replica must keep its certificate current too.
-        return Webhooks(options, client=context.client)
+        limits = ClusterLimits(max_pods_per_cluster=context.settings.max_pods_per_cluster)
+        return Webhooks(options, client=context.client, limits=limits)
 
     return build

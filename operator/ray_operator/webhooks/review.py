@@ -25,7 +25,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import pydantic
 from ray_io.v1 import RayCluster, RayJob, RayService
@@ -35,6 +35,7 @@ from ray_operator.defaults import default_raycluster, default_rayjob, default_ra
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
 from ray_operator.validation.embedded import shown
 from ray_operator.validation.errors import ErrorType
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import (
     rayjob_immutable_errors,
     rayjob_warnings,
@@ -51,6 +52,14 @@ VERSION = "v1"
 _MAX_CAUSES = 50  # a pathological spec must not produce a megabyte of causes
 
 
+class Validator(Protocol):
+    """Semantic validation of one kind, within the operator's `ClusterLimits`."""
+
+    def __call__(self, obj: ClusterLike, /, *, limits: ClusterLimits = ...) -> list[FieldError]:
+        """Every violation; empty when valid."""
+        ...
+
+
 class MalformedReviewError(ValueError):
     """The request body is not an AdmissionReview v1 that can be answered (HTTP 400)."""
 
@@ -65,7 +74,7 @@ class AdmissionKind:
     """The resource, e.g. `rayclusters`."""
     model: type[pydantic.BaseModel]
     """The generated model the object must parse into."""
-    validate: Callable[[ClusterLike], list[FieldError]]
+    validate: Validator
     """Semantic validation, shared with the controller."""
     immutable: Callable[[ClusterLike, ClusterLike], list[FieldError]]
     """Changes an UPDATE (new, old) may not make."""
@@ -135,11 +144,13 @@ def parse_review(body: bytes) -> JSON:
     return review
 
 
-def validate_review(review: JSON, kind: AdmissionKind) -> JSON:
+def validate_review(
+    review: JSON, kind: AdmissionKind, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> JSON:
     """The validating webhook's answer to a parsed AdmissionReview."""
     request = review["request"]
     try:
-        return _answer(request, _validate(request, kind))
+        return _answer(request, _validate(request, kind, limits=limits))
     except Exception as error:  # a webhook must answer, never fail with a 500
         logger.exception("validating %s %s failed", kind.kind, _describe(request))
         return _answer(request, _deny_internal(error))
@@ -155,7 +166,7 @@ def mutate_review(review: JSON, kind: AdmissionKind) -> JSON:
         return _answer(request, _deny_internal(error))
 
 
-def _validate(request: JSON, kind: AdmissionKind) -> JSON:
+def _validate(request: JSON, kind: AdmissionKind, *, limits: ClusterLimits) -> JSON:
     skip = _skip(request, kind)
     if skip is not None:
         return skip
@@ -166,7 +177,7 @@ def _validate(request: JSON, kind: AdmissionKind) -> JSON:
     except pydantic.ValidationError as error:
         return _deny_invalid(kind, name, _schema_errors(error))
     manifest = model.model_dump(by_alias=True, exclude_none=True)
-    errors = kind.validate(manifest)
+    errors = kind.validate(manifest, limits=limits)
     if request.get("operation") == "UPDATE" and isinstance(request.get("oldObject"), dict):
         errors += kind.immutable(manifest, request["oldObject"])
     if errors:
