@@ -40,7 +40,7 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import OWNED_KINDS, OWNED_SELECTOR, WATCHED_KINDS, Kind
+from ray_operator.runtime.kinds import WATCHED_KINDS, Kind, watch_selector
 from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store, StoreView
@@ -150,7 +150,7 @@ class Operator:
                 on_change=self.workers.dispatch,
                 metrics=self.metrics,
                 namespace=namespace,
-                label_selector=OWNED_SELECTOR if kind in OWNED_KINDS else None,
+                label_selector=watch_selector(kind),
                 timeout_seconds=settings.watch_timeout,
             )
             for kind in kinds

@@ -4,7 +4,8 @@ KubeRay's label set (`common/pod.go: labelPod`, `common/service.go: HeadServiceL
 Ray's autoscaler, dashboards and users select by, so it is reproduced exactly. Users may add labels
 through the Pod template or a group's `labels` field; they may not override the cluster, group and
 node-type labels (KubeRay's rule) nor, in ours, `app.kubernetes.io/created-by`: the runtime watches
-owned objects by that label, and a Pod that lost it would be invisible to us and recreated forever.
+Services, Jobs and RBAC objects by that label. Pods are watched by `ray.io/cluster`, so a Pod
+whose `created-by` label someone removed is still seen (and still counted, being owned).
 """
 
 from __future__ import annotations

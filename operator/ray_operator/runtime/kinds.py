@@ -12,13 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ray_operator.labels import CREATED_BY, CREATED_BY_SELECTOR
+from ray_operator.labels import CREATED_BY, CREATED_BY_SELECTOR, RAY_POD_SELECTOR
 
 OPERATOR_NAME = CREATED_BY
 """This operator's value for `app.kubernetes.io/created-by` (KubeRay uses `kuberay-operator`)."""
 
 OWNED_SELECTOR = CREATED_BY_SELECTOR
-"""Server-side label selector of owned Pods, Services and Jobs: others are never cached."""
+"""Server-side label selector of owned Services, Jobs and RBAC objects: others are never cached."""
+
+POD_SELECTOR = RAY_POD_SELECTOR
+"""Server-side label selector of Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or
+ours with `created-by` removed), so a tampered worker is still counted; unrelated Pods are never
+cached. Ownership is still decided by ownerReferences."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +77,19 @@ AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
 OWNED_KINDS: tuple[Kind, ...] = (POD, SERVICE, JOB, *AUTOSCALER_RBAC_KINDS)
-"""Kinds we create and therefore watch only through the `created-by` label selector: what we
-create must carry `app.kubernetes.io/created-by=ray-operator` or the cache never sees it."""
+"""Kinds we create and therefore watch only through a label selector (`watch_selector`): Pods
+must carry `ray.io/cluster`, the others `app.kubernetes.io/created-by=ray-operator`, or the cache
+never sees them."""
 
 WATCHED_KINDS: tuple[Kind, ...] = (RAY_CLUSTER, RAY_JOB, RAY_SERVICE, *OWNED_KINDS)
 """Kinds the operator caches by default."""
+
+
+def watch_selector(kind: Kind) -> str | None:
+    """The server-side label selector the cache of `kind` is filled through (None: everything)."""
+    if kind == POD:
+        return POD_SELECTOR
+    return OWNED_SELECTOR if kind in OWNED_KINDS else None
 
 
 @dataclass(frozen=True, slots=True, order=True)
