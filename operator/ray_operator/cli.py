@@ -9,6 +9,7 @@ ray-operator local-cluster start|stop|status [--dir DIR]
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -102,14 +103,16 @@ def controllers_for(settings: Settings) -> list[ControllerFactory]:
     from ray_operator.controllers.rayjob import rayjob_controller
     from ray_operator.controllers.rayservice import rayservice_controller
     from ray_operator.dashboard.resolver import resolver_from_overrides
+    from ray_operator.validation.limits import ClusterLimits
 
     resolver = resolver_from_overrides(
         settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
     )
+    limits = ClusterLimits(max_pods_per_cluster=settings.max_pods_per_cluster)
     return [
-        RayClusterController,
-        rayjob_controller(resolver=resolver),
-        rayservice_controller(resolver=resolver),
+        functools.partial(RayClusterController, limits=limits),
+        rayjob_controller(resolver=resolver, limits=limits),
+        rayservice_controller(resolver=resolver, limits=limits),
     ]
 
 

@@ -47,9 +47,15 @@ WORKLOAD_NEEDS = [
     *[(verb, "jobs.batch", None) for verb in ("get", "list", "watch", "create", "delete")],
     *[(verb, "ingresses.networking.k8s.io", None) for verb in ("list", "create", "delete")],
     ("list", "endpointslices.discovery.k8s.io", None),
-    *[(verb, "serviceaccounts", None) for verb in ("get", "create", "delete")],
-    *[(verb, "roles.rbac.authorization.k8s.io", None) for verb in ("get", "create", "delete")],
-    *[(verb, "rolebindings.rbac.authorization.k8s.io", None) for verb in ("get", "create")],
+    *[(verb, "serviceaccounts", None) for verb in ("get", "create", "patch", "delete")],
+    *[
+        (verb, "roles.rbac.authorization.k8s.io", None)
+        for verb in ("get", "create", "patch", "delete")
+    ],
+    *[
+        (verb, "rolebindings.rbac.authorization.k8s.io", None)
+        for verb in ("get", "create", "patch")
+    ],
     ("create", "events", None),
     ("patch", "events", None),
     ("create", "events.events.k8s.io", None),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
 
 from ray_io.v1 import RayCluster
 from ray_operator.builders import pod_template_hash
 from ray_operator.status import ScalingPlan, plan_scaling
+from ray_operator.status.scaling import DEFAULT_MAX_POD_CREATES
 
 from tests.builders.clusters import raycluster, worker_group
 from tests.status.observed import head, pod
@@ -146,10 +148,12 @@ def test_new_head_waits_until_the_old_one_is_gone() -> None:
     assert not plan_scaling(raycluster(), pods=[going]).create_head
 
 
-def test_two_head_pods_are_reported_not_guessed() -> None:
-    plan = plan_scaling(raycluster(), pods=[head("h1"), head("h2")])
+def test_of_two_head_pods_the_ready_one_is_kept_and_the_other_deleted() -> None:
+    plan = plan_scaling(raycluster(), pods=[head("h1", ready=False), head("h2")])
     assert plan.extra_head_pods == ("h1", "h2")
-    assert not plan.delete
+    assert [d.name for d in plan.delete] == ["h1"]
+    assert "keeping h2" in plan.delete[0].reason
+    assert not plan.create_head
 
 
 def test_suspend_deletes_everything_and_creates_nothing() -> None:
@@ -251,3 +255,79 @@ def test_workers_of_a_removed_group_are_deleted() -> None:
     assert [(d.name, d.reason) for d in plan.delete] == [
         ("old-1", "worker group retired is no longer in the spec")
     ]
+
+
+# --- bounds: a plan costs O(observed Pods + its creation bound), never O(replicas) -----------
+
+INT32_MAX = 2**31 - 1
+
+
+def _peak_bytes_of(action: Any) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        result = action()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_int32_max_replicas_plan_only_a_bounded_number_of_pods() -> None:
+    group = worker_group(replicas=INT32_MAX, max_replicas=INT32_MAX)
+    plan, peak = _peak_bytes_of(
+        lambda: plan_scaling(raycluster(groups=[group]), pods=[], max_pod_creates=32)
+    )
+    assert plan.create_head
+    assert _group(plan).create_replica_indices == tuple(range(31))  # the head takes one
+    assert _group(plan).missing_replicas == INT32_MAX
+    assert plan.missing_pods == INT32_MAX + 1
+    assert peak < 256 * 1024  # the old plan listed 2^31 indices: tens of gigabytes
+
+
+def test_without_a_bound_a_plan_still_names_at_most_the_default_number_of_pods() -> None:
+    group = worker_group(replicas=INT32_MAX, max_replicas=INT32_MAX)
+    plan = plan_scaling(raycluster(groups=[group]), pods=[head()])
+    assert len(_group(plan).create_replica_indices) == DEFAULT_MAX_POD_CREATES
+    assert _group(plan).missing_replicas == INT32_MAX
+
+
+def test_int32_max_multi_host_replicas_plan_whole_replicas_within_the_bound() -> None:
+    group = worker_group(replicas=INT32_MAX, max_replicas=INT32_MAX, numOfHosts=8)
+    plan = plan_scaling(raycluster(groups=[group]), pods=[head()], max_pod_creates=32)
+    assert _group(plan).create_replica_indices == (0, 1, 2, 3)
+    assert plan.missing_pods == INT32_MAX * 8
+
+
+def test_a_multi_host_replica_larger_than_the_bound_is_planned_whole() -> None:
+    group = worker_group(replicas=2, numOfHosts=100)
+    plan = plan_scaling(raycluster(groups=[group]), pods=[head()], max_pod_creates=32)
+    assert (_group(plan).create_replica_indices, _group(plan).hosts_per_replica) == ((0,), 100)
+    assert _group(plan).missing_replicas == 2
+
+
+def test_the_creation_bound_is_shared_by_the_head_and_the_groups_in_order() -> None:
+    groups = [
+        worker_group("first", replicas=20, max_replicas=20),
+        worker_group("second", replicas=20, max_replicas=20),
+        worker_group("third", replicas=20, max_replicas=20),
+    ]
+    plan = plan_scaling(raycluster(groups=groups), pods=[], max_pod_creates=32)
+    named = [len(_group(plan, g["groupName"]).create_replica_indices) for g in groups]
+    assert named == [20, 11, 0]
+    assert plan.missing_pods == 61
+
+
+def test_a_bounded_plan_still_fills_the_lowest_free_indices_first() -> None:
+    pods = [head(), pod("w1", labels={"ray.io/worker-group-replica-index": "1"})]
+    plan = plan_scaling(
+        raycluster(groups=[worker_group(replicas=INT32_MAX, max_replicas=INT32_MAX)]),
+        pods=pods,
+        max_pod_creates=3,
+    )
+    assert _group(plan).create_replica_indices == (0, 2, 3)
+    assert _group(plan).missing_replicas == INT32_MAX - 1
+
+
+def test_deletions_named_in_workers_to_delete_are_marked_requested() -> None:
+    group = worker_group(replicas=1, scaleStrategy={"workersToDelete": ["w0"]})
+    plan = plan_scaling(raycluster(groups=[group]), pods=[head(), *_workers(3)])
+    assert {(d.name, d.requested) for d in _group(plan).delete} == {("w0", True), ("w1", False)}

@@ -7,10 +7,25 @@ decisions are pure functions elsewhere (`builders/` build the objects, `status/s
 executes them against the API and records Events.
 
 Every create and delete goes through `Expectations`, so a cache that lags our own writes can never
-produce a duplicate Pod or a second delete. Deleting a RayCluster deletes its Pods and Services
-explicitly — the operator does not rely on the garbage collector (there is none in the test
-control plane, and a cluster may be deleted while the operator is down: its orphans are found
-again through their `ray.io/cluster` label).
+produce a duplicate Pod or a second delete; a Pod create whose answer was lost (timeout, reset,
+5xx) is kept as "maybe created" under its name until the cache shows it or the entry expires.
+
+What a cluster owns is decided by ownerReferences (its uid), never by labels alone. An object of
+a name we must use that belongs to someone else (a 409 we do not own) is an error — Event,
+ReplicaFailure condition, not ready, no Pods — retried with backoff; an owned object that someone
+edited is patched back (`status/drift.py` compares only the fields we set, so a converged
+cluster costs no request).
+
+Work per reconcile is bounded: one reconcile creates or deletes at most `PODS_PER_RECONCILE`
+dependents (`MAX_PARALLEL_WRITES` at a time), then asks to run again at once — which puts the key
+at the back of the queue, behind every other cluster waiting, so no cluster holds a worker for
+long. Before each create the cache is asked whether the RayCluster still exists (same uid, not
+being deleted): a delete stops creation within the writes already in flight, and the delete
+reconcile (same key, serialised by the queue) runs right after, itself in parallel batches.
+
+Deleting a RayCluster deletes its Pods and Services explicitly — the operator does not rely on
+the garbage collector (there is none in the test control plane, and a cluster may be deleted
+while the operator is down: its orphans are found again through their `ray.io/cluster` label).
 """
 
 from __future__ import annotations
@@ -19,12 +34,13 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import itertools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from ray_operator import labels as names
 from ray_operator.builders.auth import (
@@ -54,7 +70,16 @@ from ray_operator.runtime.controller import (
     cluster_key_from_label,
     own_key,
 )
-from ray_operator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from ray_operator.runtime.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TransportError,
+)
 from ray_operator.runtime.kinds import (
     AUTOSCALER_RBAC_KINDS,
     POD,
@@ -68,7 +93,9 @@ from ray_operator.runtime.kinds import (
     ObjectKey,
 )
 from ray_operator.status import raycluster as cluster_status
+from ray_operator.status.drift import owner_description, repair_patch
 from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan, plan_scaling
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
 
 logger = logging.getLogger(__name__)
@@ -76,8 +103,17 @@ logger = logging.getLogger(__name__)
 Object = Mapping[str, Any]
 
 # Creates of one reconcile run concurrently, but bounded: a 500-Pod scale-up must not open 500
-# connections at once, nor starve other clusters' reconciles of the API server.
-MAX_PARALLEL_WRITES = 16
+# connections at once, nor starve other clusters' reconciles of the API server. Every busy
+# reconcile worker keeps this many writes in flight, so the API server queues up to
+# workers x this: at 16 (64 with 4 workers) a new cluster's first writes waited behind them
+# (its first Pod came 4.8-6.7 s after it was created while four 1000-Pod clusters scaled, on a
+# loaded 2-core machine); at 8, 0.5-1.5 s.
+MAX_PARALLEL_WRITES = 8
+# Pods (and other dependents) one reconcile creates or deletes before it requeues itself behind
+# the other waiting keys. Small enough that a batch takes a fraction of a second (fairness, and a
+# delete is noticed quickly); large enough that the O(observed Pods) planning around each batch
+# stays a small share of the work. A multi-host replica is created whole, even when larger.
+PODS_PER_RECONCILE = 2 * MAX_PARALLEL_WRITES
 
 # Ray's own token generator uses 32 random bytes; so does KubeRay's.
 AUTH_TOKEN_BYTES = 32
@@ -90,11 +126,38 @@ class ReplicaFailureError(RuntimeError):
     """Some Pod creates or deletes failed; the status says which, the queue retries with backoff."""
 
 
+class NameConflictError(ReplicaFailureError):
+    """An object we must create has a name taken by an object this cluster does not own."""
+
+
 # Status changes that only move counters or addresses are written at most this often per
 # cluster: while Pods come up one by one they would otherwise cost one write each.
 MIN_SECONDS_BETWEEN_PROGRESS_WRITES = 1.0
 # Pod names listed in one summarising Event before "and N more".
 NAMES_PER_EVENT = 10
+# The length of `random_suffix()`, the end of every Pod name we generate.
+RANDOM_SUFFIX_LENGTH = 5
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Batch:
+    """The dependents one reconcile may still create or delete, and whether work was left over."""
+
+    room: int = PODS_PER_RECONCILE
+    work_left: bool = False
+
+    def take(self, items: Sequence[T]) -> Sequence[T]:
+        """As many of `items` as there is room for; the rest waits for the next reconcile."""
+        taken = items[: max(0, self.room)]
+        self.spend(len(taken))
+        if len(taken) < len(items):
+            self.work_left = True
+        return taken
+
+    def spend(self, count: int) -> None:
+        self.room -= count
 
 
 @dataclass
@@ -121,7 +184,9 @@ class RayClusterController:
         pod_options: PodOptions | None = None,
         clock: Callable[[], datetime.datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        limits: ClusterLimits = DEFAULT_LIMITS,
     ) -> None:
+        self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
         self._store = context.store
         self._client = context.client
         self._events = context.events
@@ -136,6 +201,9 @@ class RayClusterController:
         # The Secrets this process created (cluster key -> Secret uid), deleted with the cluster.
         self._generated_auth_secrets: dict[ObjectKey, str] = {}
         self._expectations = {kind: Expectations() for kind in DEPENDENT_KINDS}
+        # (kind, namespace, name) -> the resourceVersion we last repaired: until the cache shows
+        # the repaired version, the old one must not be patched again.
+        self._repaired_from: dict[tuple[str, str, str], str] = {}
         # The status we last wrote, per cluster, with the resourceVersion our write produced:
         # until the watch delivers that version the cache shows the older status, and comparing
         # with it would write the same status twice.
@@ -149,31 +217,57 @@ class RayClusterController:
     async def reconcile(self, key: ObjectKey) -> Result:
         cluster = self._store.get(RAY_CLUSTER, key.namespace, key.name)
         if cluster is None:
-            await self.delete_everything_of_deleted_cluster(key)
-            return Result()
+            batch = _Batch()
+            await self.delete_everything_of_deleted_cluster(key, batch)
+            return _next_batch_or(batch, None)
         if cluster["metadata"].get("deletionTimestamp"):
-            # Another controller's finalizer holds it; our Pods go once it is gone.
+            # Another controller's finalizer holds it: create nothing more (a scale-up that was
+            # running stops at its next create); our Pods go once the object is gone.
             return Result()
-        problems = validate_raycluster(cluster)
+        problems = validate_raycluster(cluster, limits=self._limits)
         if problems:
             await self.report_invalid_spec(key, cluster, "; ".join(str(p) for p in problems))
             return Result()  # No retry: only a spec change (a new event) can fix it.
         outcome = _Outcome()
-        await self.delete_objects_of_earlier_incarnations(key, cluster)
+        batch = _Batch()
+        await self.delete_objects_of_earlier_incarnations(key, cluster, batch)
         await self.ensure_head_service(key, cluster)
         await self.ensure_headless_worker_service(key, cluster)
         await self.ensure_autoscaler_rbac(key, cluster)
         await self.ensure_auth_secret(key, cluster)
         plan = plan_scaling(
-            cluster, pods=self.observed_pods(key, cluster), provisioned=_is_provisioned(cluster)
+            cluster,
+            pods=self.observed_pods(key, cluster),
+            provisioned=_is_provisioned(cluster),
+            max_pod_creates=PODS_PER_RECONCILE,
         )
-        await self.carry_out_scaling_plan(key, cluster, plan, outcome)
+        await self.carry_out_scaling_plan(key, cluster, plan, outcome, batch=batch)
+        if not self._is_wanted(key, cluster["metadata"]["uid"]):
+            return Result(requeue_after=0)  # Deleted meanwhile: the delete reconcile comes next.
         await self.record_what_was_done(cluster, outcome)
         await self.clear_workers_to_delete(key, cluster, plan)
         status_due_in = await self.update_status(key, cluster, outcome)
         if outcome.failure is not None:
             raise ReplicaFailureError(f"{key}: {outcome.failure.message}")
-        return Result(requeue_after=status_due_in)
+        return _next_batch_or(batch, status_due_in)
+
+    def _is_wanted(self, key: ObjectKey, uid: str) -> bool:
+        """Whether the cache still shows this RayCluster (same uid) and not being deleted."""
+        current = self._store.get(RAY_CLUSTER, key.namespace, key.name)
+        return (
+            current is not None
+            and current["metadata"].get("uid") == uid
+            and not current["metadata"].get("deletionTimestamp")
+        )
+
+    def _while_wanted(self, key: ObjectKey, uid: str, items: Iterable[T]) -> Iterator[T]:
+        """`items`, asking the cache before each one whether the RayCluster is still wanted:
+        a delete stops a scale-up within the creates already in flight."""
+        for item in items:
+            if not self._is_wanted(key, uid):
+                logger.info("%s: deleted or being deleted; creating nothing more", key)
+                return
+            yield item
 
     # --- what the cache shows, corrected by our own pending writes -----------------------------
 
@@ -192,10 +286,11 @@ class RayClusterController:
 
     # --- steps -------------------------------------------------------------------------------
 
-    async def delete_everything_of_deleted_cluster(self, key: ObjectKey) -> None:
-        """The RayCluster is gone: delete every Pod and Service it had (we rely on no GC)."""
+    async def delete_everything_of_deleted_cluster(self, key: ObjectKey, batch: _Batch) -> None:
+        """The RayCluster is gone: delete every Pod and Service it had (we rely on no GC), one
+        batch per reconcile, in parallel."""
         leftovers = self._dependents(key, lambda owner_uid: True)
-        await self._delete_all(key, leftovers, why=f"RayCluster {key} was deleted")
+        await self._delete_all(key, batch.take(leftovers), why=f"RayCluster {key} was deleted")
         await self.delete_generated_auth_secret(key)
         if not leftovers:
             for expectations in self._expectations.values():
@@ -220,11 +315,15 @@ class RayClusterController:
                 SECRET, check_name(key.name), namespace=key.namespace, uid=secret_uid
             )
 
-    async def delete_objects_of_earlier_incarnations(self, key: ObjectKey, cluster: Object) -> None:
+    async def delete_objects_of_earlier_incarnations(
+        self, key: ObjectKey, cluster: Object, batch: _Batch
+    ) -> None:
         """Pods/Services of a deleted RayCluster of the same name must not join the new one."""
         uid = cluster["metadata"]["uid"]
         stale = self._dependents(key, lambda owner_uid: owner_uid != uid)
-        await self._delete_all(key, stale, why="it belonged to an earlier RayCluster of this name")
+        await self._delete_all(
+            key, batch.take(stale), why="it belonged to an earlier RayCluster of this name"
+        )
 
     async def ensure_head_service(self, key: ObjectKey, cluster: Object) -> None:
         await self._ensure_service(key, cluster, build_head_service(cluster))
@@ -268,8 +367,17 @@ class RayClusterController:
         self._auth_secret_ensured.add(uid)
 
     async def carry_out_scaling_plan(
-        self, key: ObjectKey, cluster: Object, plan: ScalingPlan, outcome: _Outcome
+        self,
+        key: ObjectKey,
+        cluster: Object,
+        plan: ScalingPlan,
+        outcome: _Outcome,
+        *,
+        batch: _Batch | None = None,
     ) -> None:
+        """Deletions first, then creates, within one batch; creates only once every planned
+        deletion was issued (the plan counted on them), and only while the cluster is wanted."""
+        batch = batch or _Batch()
         if plan.extra_head_pods:
             message = (
                 f"found {len(plan.extra_head_pods)} head Pods "
@@ -279,29 +387,61 @@ class RayClusterController:
                 cluster, reason="MultipleHeadPods", message=message, type="Warning"
             )
         pods = {p["metadata"]["name"]: p for p in self.observed_pods(key, cluster)}
-        deletions = list(plan.delete) + [d for g in plan.groups for d in g.delete]
+        deletions = [
+            d for d in (*plan.delete, *(d for g in plan.groups for d in g.delete)) if d.name in pods
+        ]
+        # workersToDelete is cleared after this reconcile: its Pods all go now (they exist, so
+        # they are bounded); the other deletions are re-planned batch by batch.
+        requested = [d for d in deletions if d.requested]
+        batch.spend(len(requested))
+        chosen = [*requested, *batch.take([d for d in deletions if not d.requested])]
         await self._run_bounded(
-            self._delete_pod(key, cluster, pods[d.name], d, outcome)
-            for d in deletions
-            if d.name in pods
+            self._delete_pod(key, cluster, pods[d.name], d, outcome) for d in chosen
         )
-        for group in plan.groups:
-            for unknown in group.unknown_workers_to_delete:
-                await self._events.record(
-                    cluster,
-                    reason="UnknownWorkerToDelete",
-                    type="Warning",
-                    message=f"scaleStrategy.workersToDelete of group {group.group_name} names "
-                    f"{unknown}, which is not a Pod of that group; ignored",
-                )
-        creates: list[Callable[[], Object]] = []
-        if plan.create_head:
+        await self.report_unknown_workers_to_delete(cluster, plan)
+        if batch.work_left:
+            return  # Creates wait for the planned deletions: the plan counted on them.
+        head, replicas = _creates_that_fit(plan, batch)
+        creates: list[Iterable[Callable[[], Object]]] = []
+        if head:
             creates.append(
-                lambda: build_head_pod(cluster, suffix=random_suffix(), options=self._pod_options)
+                [lambda: build_head_pod(cluster, suffix=random_suffix(), options=self._pod_options)]
             )
-        for group in plan.groups:
-            creates += self._worker_pod_builders(cluster, group)
-        await self._run_bounded(self._create_pod(key, cluster, build, outcome) for build in creates)
+        creates += (self._worker_pod_builders(cluster, group, [index]) for group, index in replicas)
+        await self._run_bounded(
+            self._create_pod(key, cluster, build, outcome)
+            for build in self._while_wanted(
+                key, cluster["metadata"]["uid"], itertools.chain.from_iterable(creates)
+            )
+        )
+
+    async def report_unknown_workers_to_delete(self, cluster: Object, plan: ScalingPlan) -> None:
+        """One Warning Event per cluster naming at most NAMES_PER_EVENT of the ignored names.
+
+        The same list gives the same message on every reconcile, so the recorder bumps one
+        Event's count instead of writing one Event per name and retry (issue 12, finding 9).
+        """
+        total = sum(len(group.unknown_workers_to_delete) for group in plan.groups)
+        if not total:
+            return
+        shown = list(
+            itertools.islice(
+                (
+                    f"{group.group_name}/{unknown}"
+                    for group in plan.groups
+                    for unknown in group.unknown_workers_to_delete
+                ),
+                NAMES_PER_EVENT,
+            )
+        )
+        more = f" and {total - len(shown)} more" if total > len(shown) else ""
+        await self._events.record(
+            cluster,
+            reason="UnknownWorkerToDelete",
+            type="Warning",
+            message=f"scaleStrategy.workersToDelete names {total} Pods that are not workers "
+            f"of their group (group/name: {', '.join(shown)}{more}); ignored",
+        )
 
     async def record_what_was_done(self, cluster: Object, outcome: _Outcome) -> None:
         """One Event per kind of action, naming the Pods (a 100-Pod scale-up is one Event)."""
@@ -318,19 +458,16 @@ class RayClusterController:
     async def clear_workers_to_delete(
         self, key: ObjectKey, cluster: Object, plan: ScalingPlan
     ) -> None:
-        """Empty `workersToDelete` of groups whose listed Pods were handled (as KubeRay does)."""
-        groups = cluster.get("spec", {}).get("workerGroupSpecs") or []
-        operations: list[dict[str, Any]] = []
-        for group_plan in plan.groups:
-            if not group_plan.clear_workers_to_delete:
-                continue
-            index = next(i for i, g in enumerate(groups) if g["groupName"] == group_plan.group_name)
-            path = f"/spec/workerGroupSpecs/{index}"
-            # The test guards against the groups having been reordered since our cache read.
-            operations += [
-                {"op": "test", "path": f"{path}/groupName", "value": group_plan.group_name},
-                {"op": "replace", "path": f"{path}/scaleStrategy/workersToDelete", "value": []},
-            ]
+        """Empty `workersToDelete` of groups whose listed Pods were handled (as KubeRay does).
+
+        Compare-and-clear: the patch tests that each list still holds exactly the names we acted
+        on. Ray's autoscaler may have written a new list since our cache read (issue 12, finding
+        11); clearing that one would lose its terminate request, and the shrunk `replicas`
+        would then delete Pods it did not choose. When the test fails the API refuses the whole
+        patch, and the autoscaler's write re-enqueues the cluster: the next reconcile acts on
+        the new list.
+        """
+        operations = workers_to_delete_clearing(cluster, plan)
         if not operations:
             return
         try:
@@ -341,9 +478,9 @@ class RayClusterController:
                 namespace=key.namespace,
                 patch_type=PatchType.JSON,
             )
-        except (Conflict, NotFound, ApiError) as error:
-            # A concurrent spec edit; the next reconcile (its event) retries from the new spec.
-            logger.info("%s: could not clear workersToDelete yet: %s", key, error)
+        except (Conflict, NotFound, Invalid) as error:
+            # 422: a test failed (the list or the groups changed); 409/404: a concurrent write.
+            logger.info("%s: workersToDelete changed meanwhile, not cleared: %s", key, error)
 
     async def update_status(
         self, key: ObjectKey, cluster: Object, outcome: _Outcome, *, invalid_spec: str | None = None
@@ -411,16 +548,41 @@ class RayClusterController:
     async def _ensure_object(
         self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object
     ) -> None:
-        """Create `desired` unless this cluster already has an object of that kind and name."""
+        """Create `desired`, or bring this cluster's object of that name back to it.
+
+        An object of that name this RayCluster does not own (another cluster's head Service, a
+        user's Role) is a conflict: reported, and the reconcile stops there (issue 12, finding 4).
+        """
         name = desired["metadata"]["name"]
-        if any(o["metadata"]["name"] == name for o in self.observed(kind, key, cluster)):
-            return
+        uid = cluster["metadata"]["uid"]
+        existing = next(
+            (o for o in self.observed(kind, key, cluster) if o["metadata"]["name"] == name), None
+        )
+        if existing is None:
+            existing = await self._create_or_read(key, cluster, kind, desired)
+            if existing is None:
+                return
+        if not _owned_by(existing, uid):
+            await self._report_name_conflict(key, cluster, kind, existing)
+        await self._repair_drift(key, cluster, kind, desired, existing)
+
+    async def _create_or_read(
+        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object
+    ) -> Object | None:
+        """Create `desired` (None), or read the object that already has its name.
+
+        A 409 means ours not cached yet (or no longer cached: a label we watch by was removed),
+        or someone else's: only its ownerReferences tell, so it is read from the API.
+        """
+        name = desired["metadata"]["name"]
         try:
             created = await self._client.create(kind, desired, namespace=key.namespace)
         except AlreadyExists:
-            # Someone else's object of that name (we never adopt it), or ours not cached yet.
-            logger.info("%s: %s %s already exists", key, kind.kind, name)
-            return
+            try:
+                return await self._client.get(kind, name, namespace=key.namespace)
+            except NotFound as error:
+                # Deleted between our create and read: retried (with backoff) from the top.
+                raise ReplicaFailureError(f"{key}: {kind.kind} {name} came and went") from error
         except ApiError as error:
             await self._events.record(
                 cluster,
@@ -436,27 +598,91 @@ class RayClusterController:
             reason=f"Created{kind.kind}",
             message=f"Created {kind.kind} {key.namespace}/{name}",
         )
+        return None
 
-    def _worker_pod_builders(self, cluster: Object, group: GroupPlan) -> list[Callable[[], Object]]:
-        builders: list[Callable[[], Object]] = []
-        for index in group.create_replica_indices:
+    async def _report_name_conflict(
+        self, key: ObjectKey, cluster: Object, kind: Kind, existing: Object
+    ) -> NoReturn:
+        """Warning Event + ReplicaFailure condition (the cluster is not ready), then raise so
+        the queue retries with backoff: the name may be freed later. No Pod is created
+        meanwhile: workers would join whatever head the foreign Service selects."""
+        name = existing["metadata"]["name"]
+        message = (
+            f"{kind.kind} {key.namespace}/{name} exists and {owner_description(existing)}, "
+            "not this RayCluster: no Pods are created until it is deleted or renamed"
+        )
+        logger.warning("%s: %s", key, message)
+        await self._events.record(
+            cluster, reason=f"FailedToCreate{kind.kind}", type="Warning", message=message
+        )
+        failure = cluster_status.ReplicaFailure(
+            cluster_status.name_conflict_reason(kind.kind), message, blocks_ready=True
+        )
+        await self.update_status(key, cluster, _Outcome(failure=failure))
+        raise NameConflictError(f"{key}: {message}")
+
+    async def _repair_drift(
+        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object, existing: Object
+    ) -> None:
+        """Patch back the fields we set that someone changed (issue 12, finding 10).
+
+        Costs nothing on a converged object: `repair_patch` compares only what we set. After a
+        repair the cache shows the old version for a moment; its resourceVersion is remembered
+        so that the same drift is not patched twice.
+        """
+        metadata = existing["metadata"]
+        identity = (kind.kind, key.namespace, metadata["name"])
+        version = str(metadata.get("resourceVersion", ""))
+        if self._repaired_from.get(identity) == version:
+            return
+        self._repaired_from.pop(identity, None)
+        patch = repair_patch(desired, existing)
+        if patch is None:
+            return
+        what = f"{kind.kind} {key.namespace}/{metadata['name']}"
+        try:
+            await self._client.patch(kind, metadata["name"], patch, namespace=key.namespace)
+        except (NotFound, Conflict):
+            return  # Gone or replaced meanwhile: its event brings us back.
+        except ApiError as error:
+            # Immutable or refused: an Event, not a retry loop (nothing we send would differ).
+            await self._events.record(
+                cluster,
+                reason=f"FailedToRepair{kind.kind}",
+                type="Warning",
+                message=f"Failed to restore {what} to its desired spec: {error}",
+            )
+            return
+        self._repaired_from[identity] = version
+        changed = ", ".join(sorted(_patched_paths(patch)))
+        logger.info("%s: restored %s (%s)", key, what, changed)
+        await self._events.record(
+            cluster,
+            reason=f"Repaired{kind.kind}",
+            type="Warning",
+            message=f"Restored {what}: {changed} had been changed",
+        )
+
+    def _worker_pod_builders(
+        self, cluster: Object, group: GroupPlan, indices: Iterable[int]
+    ) -> Iterator[Callable[[], Object]]:
+        """Builders of the Pods of these replicas, made one at a time as they are taken (a
+        replica of `numOfHosts` Pods never exists as a list)."""
+        for index in indices:
             replica = (
                 replica_group_name(group.group_name, suffix=random_suffix())
                 if group.hosts_per_replica > 1
                 else None
             )
             for host in range(group.hosts_per_replica):
-                builders.append(
-                    _worker_builder(
-                        cluster,
-                        group.group_name,
-                        index=index,
-                        replica=replica,
-                        host=host,
-                        options=self._pod_options,
-                    )
+                yield _worker_builder(
+                    cluster,
+                    group.group_name,
+                    index=index,
+                    replica=replica,
+                    host=host,
+                    options=self._pod_options,
                 )
-        return builders
 
     async def _create_pod(
         self, key: ObjectKey, cluster: Object, build: Callable[[], Object], outcome: _Outcome
@@ -467,14 +693,18 @@ class RayClusterController:
         kind_word = "head" if head else "worker"
         try:
             created = await self._client.create(POD, pod, namespace=key.namespace)
+        except (TransportError, ServerError) as error:
+            # No answer, or the server failed possibly after writing (a timeout while etcd
+            # commits): the Pod may exist. Counted as existing under its name until the cache
+            # shows it or the expectation expires, so no duplicate is made (finding 5).
+            self._expectations[POD].maybe_created(key, pod)
+            await self._report_failed_pod_action(
+                cluster, outcome, verb="create", head=head, pod=name, error=error, generated=True
+            )
+            return
         except ApiError as error:
             await self._report_failed_pod_action(
-                cluster,
-                outcome,
-                verb="create",
-                head=head,
-                pod=f"{key.namespace}/{name}",
-                error=error,
+                cluster, outcome, verb="create", head=head, pod=name, error=error, generated=True
             )
             return
         self._expectations[POD].created(key, created)
@@ -492,12 +722,7 @@ class RayClusterController:
             await self._delete(key, POD, pod)
         except ApiError as error:
             await self._report_failed_pod_action(
-                cluster,
-                outcome,
-                verb="delete",
-                head=head,
-                pod=f"{key.namespace}/{deletion.name}",
-                error=error,
+                cluster, outcome, verb="delete", head=head, pod=deletion.name, error=error
             )
             return
         logger.info("%s: deleted %s Pod %s (%s)", key, kind_word, deletion.name, deletion.reason)
@@ -515,9 +740,15 @@ class RayClusterController:
         verb: str,
         head: bool,
         pod: str,
-        error: ApiError,
+        error: KubeError,
+        generated: bool = False,
     ) -> None:
-        """The ReplicaFailure condition (KubeRay's reasons) and a Warning Event quoting the API."""
+        """The ReplicaFailure condition (KubeRay's reasons) and a Warning Event quoting the API.
+
+        A Pod we failed to create has a fresh random name on every retry; with `generated` that
+        suffix is masked in the message (the API quotes the name too), so retries produce the
+        same message: one Event with a growing count, and a status that does not change.
+        """
         reasons = {
             ("create", True): cluster_status.FAILED_CREATE_HEAD_POD,
             ("create", False): cluster_status.FAILED_CREATE_WORKER_POD,
@@ -525,7 +756,10 @@ class RayClusterController:
             ("delete", False): cluster_status.FAILED_DELETE_WORKER_POD,
         }
         role = "head" if head else "worker"
-        message = f"Failed to {verb} {role} Pod {pod}: {error}"
+        namespace = cluster["metadata"].get("namespace", "")
+        message = f"Failed to {verb} {role} Pod {namespace}/{pod}: {error}"
+        if generated:
+            message = message.replace(pod, masked_pod_name(pod))
         outcome.failure = cluster_status.ReplicaFailure(reasons[(verb, head)], message)
         await self._events.record(
             cluster,
@@ -546,11 +780,15 @@ class RayClusterController:
     async def _delete_all(
         self, key: ObjectKey, objects: Sequence[tuple[Kind, Object]], *, why: str
     ) -> None:
-        for kind, obj in objects:
+        """Delete `objects` in parallel, at most `MAX_PARALLEL_WRITES` at a time."""
+
+        async def delete(kind: Kind, obj: Object) -> None:
             await self._delete(key, kind, obj)
             logger.info(
                 "%s: deleted %s %s because %s", key, kind.kind, obj["metadata"]["name"], why
             )
+
+        await self._run_bounded(delete(kind, obj) for kind, obj in objects)
 
     def _dependents(
         self, key: ObjectKey, owner_matches: Callable[[str], bool]
@@ -567,13 +805,78 @@ class RayClusterController:
         return found
 
     async def _run_bounded(self, actions: Iterable[Awaitable[None]]) -> None:
-        semaphore = asyncio.Semaphore(MAX_PARALLEL_WRITES)
+        """Run `actions`, at most `MAX_PARALLEL_WRITES` at a time, taking each from the iterable
+        only when a slot frees up: a lazy iterable is never materialised, and a check made
+        while producing the next action (`_while_wanted`) sees the cache of that moment."""
+        remaining = iter(actions)
 
-        async def bounded(action: Awaitable[None]) -> None:
-            async with semaphore:
+        async def run_one_after_another() -> None:
+            for action in remaining:
                 await action
 
-        await asyncio.gather(*(bounded(a) for a in actions))
+        await asyncio.gather(*(run_one_after_another() for _ in range(MAX_PARALLEL_WRITES)))
+
+
+def _next_batch_or(batch: _Batch, requeue_after: float | None) -> Result:
+    """Requeue at once (behind the keys already waiting) while work was left for another batch."""
+    return Result(requeue_after=0) if batch.work_left else Result(requeue_after=requeue_after)
+
+
+def _creates_that_fit(plan: ScalingPlan, batch: _Batch) -> tuple[bool, list[tuple[GroupPlan, int]]]:
+    """The head (if planned) and the replicas (group, index) this batch has room for, in plan
+    order; a replica is taken whole. Marks the batch when planned Pods were left for later."""
+    head = plan.create_head and batch.room > 0
+    batch.spend(int(head))
+    replicas: list[tuple[GroupPlan, int]] = []
+    taken = int(head)
+    for group in plan.groups:
+        for index in group.create_replica_indices:
+            if batch.room <= 0:
+                break
+            replicas.append((group, index))
+            batch.spend(group.hosts_per_replica)
+            taken += group.hosts_per_replica
+    if taken < plan.missing_pods:
+        batch.work_left = True
+    return head, replicas
+
+
+def workers_to_delete_clearing(cluster: Object, plan: ScalingPlan) -> list[dict[str, Any]]:
+    """JSON patch operations emptying the handled `workersToDelete` lists, each guarded by
+    `test` operations on the group's name and on the exact list the plan was made from."""
+    groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+    index_of = {g.get("groupName"): i for i, g in enumerate(groups)}
+    operations: list[dict[str, Any]] = []
+    for group_plan in plan.groups:
+        index = index_of.get(group_plan.group_name)
+        if not group_plan.clear_workers_to_delete or index is None:
+            continue
+        listed = (groups[index].get("scaleStrategy") or {}).get("workersToDelete") or []
+        path = f"/spec/workerGroupSpecs/{index}"
+        operations += [
+            # The groups may have been reordered since our cache read...
+            {"op": "test", "path": f"{path}/groupName", "value": group_plan.group_name},
+            # ...and the autoscaler may have asked for other workers since.
+            {"op": "test", "path": f"{path}/scaleStrategy/workersToDelete", "value": listed},
+            {"op": "replace", "path": f"{path}/scaleStrategy/workersToDelete", "value": []},
+        ]
+    return operations
+
+
+def masked_pod_name(name: str) -> str:
+    """`c-small-worker-x7k2p` -> `c-small-worker-*****`: the name without its random suffix."""
+    return name[:-RANDOM_SUFFIX_LENGTH] + "*" * RANDOM_SUFFIX_LENGTH
+
+
+def _patched_paths(patch: Mapping[str, Any]) -> list[str]:
+    """`{"spec": {"selector": ...}}` -> `["spec.selector"]`: what a repair changed, for Events."""
+    paths: list[str] = []
+    for field_name, value in patch.items():
+        if isinstance(value, Mapping) and field_name in ("metadata", "spec"):
+            paths += [f"{field_name}.{inner}" for inner in value]
+        else:
+            paths.append(field_name)
+    return paths
 
 
 def reason_verb(reason: str) -> str:

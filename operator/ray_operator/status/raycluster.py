@@ -68,10 +68,21 @@ STATE_FAILED: Final = "failed"
 
 @dataclasses.dataclass(frozen=True)
 class ReplicaFailure:
-    """A Pod create/delete that failed in this reconcile: a FAILED_* reason, the API's words."""
+    """A create/delete that failed in this reconcile: a FAILED_* reason, the API's words.
+
+    `blocks_ready`: the cluster cannot work until a person acts (a Service name taken by an
+    object it does not own): it is not `ready`, even if it was before.
+    """
 
     reason: str
     message: str
+    blocks_ready: bool = False
+
+
+def name_conflict_reason(kind: str) -> str:
+    """The ReplicaFailure reason when a `kind` we must create has its name taken by an object
+    this cluster does not own, e.g. `FailedCreateService` (KubeRay's FailedCreate* pattern)."""
+    return f"FailedCreate{kind}"
 
 
 def compute_status(
@@ -98,6 +109,9 @@ def compute_status(
     _suspension_conditions(conditions, manifest, any_pods=bool(pods))
     new["conditions"] = conditions.items
     _update_state(new, manifest, pods=pods, failed=failure is not None or invalid_spec is not None)
+    if failure is not None and failure.blocks_ready and new.get("state") == STATE_READY:
+        # "ready" would tell scripts the cluster works; it cannot (finding 4 of issue 12).
+        del new["state"]
     new["endpoints"] = _endpoints(old.get("endpoints") or {}, _head_service(manifest, services))
     new["head"] = _head_info(_head_pod(pods), _head_service(manifest, services))
     new["lastUpdateTime"] = stamp

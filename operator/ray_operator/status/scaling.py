@@ -16,6 +16,12 @@ Ours, beyond KubeRay: a broken worker's replacement is planned in the same pass 
 terminating are neither counted nor deleted again; workers of a group removed from the spec are
 deleted; `workersToDelete` names that are not Pods of the group are reported rather than deleted
 (KubeRay deletes any Pod of that name in the namespace).
+
+Bounded: a plan costs O(observed Pods + `max_pod_creates`), never O(replicas). It counts the
+missing replicas of a group as a number and names replica indices only for the first Pods to
+create, at most `max_pod_creates` of them (rounded up to whole multi-host replicas), so
+`replicas: 2147483647` plans as cheaply as `replicas: 3`; the reconciler plans again after each
+batch.
 """
 
 from __future__ import annotations
@@ -42,27 +48,47 @@ from ray_operator.status.replicas import desired_group_pods, hosts_per_replica, 
 Pod = Mapping[str, Any]
 # KubeRay's annotation for RayJob-owned clusters: once provisioned, a lost head is not recreated.
 DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
+# How many Pods a plan names for creation when the caller gives no bound (the reconciler passes
+# its batch size): a plan never lists one entry per missing replica.
+DEFAULT_MAX_POD_CREATES = 1000
+WORKERS_TO_DELETE_REASON = "listed in scaleStrategy.workersToDelete"
 
 
 @dataclasses.dataclass(frozen=True)
 class PodDeletion:
-    """One Pod to delete, with the reason an Event should give."""
+    """One Pod to delete, with the reason an Event should give.
+
+    `requested`: named in `scaleStrategy.workersToDelete`. The list is cleared once acted on, so
+    these deletions are issued together (they are bounded by the Pods that exist); the others
+    may be spread over several batches, each re-planned from the cache.
+    """
 
     name: str
     reason: str
+    requested: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class GroupPlan:
-    """What to do in one worker group. Each entry of `create_replica_indices` is one replica:
-    a Pod for single-host groups, `hosts_per_replica` Pods (host 0..n-1) for multi-host ones."""
+    """What to do in one worker group.
+
+    `missing_replicas` replicas are missing in all; `create_replica_indices` names the lowest
+    free indices for the first of them, only as many as the plan's `max_pod_creates` allows.
+    Each entry is one replica: a Pod for single-host groups, `hosts_per_replica` Pods
+    (host 0..n-1) for multi-host ones.
+    """
 
     group_name: str
     hosts_per_replica: int = 1
     create_replica_indices: tuple[int, ...] = ()
+    missing_replicas: int = 0
     delete: tuple[PodDeletion, ...] = ()
     clear_workers_to_delete: bool = False
     unknown_workers_to_delete: tuple[str, ...] = ()
+
+    @property
+    def missing_pods(self) -> int:
+        return self.missing_replicas * self.hosts_per_replica
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,22 +102,35 @@ class ScalingPlan:
     groups: tuple[GroupPlan, ...] = ()
 
     @property
+    def missing_pods(self) -> int:
+        """Every Pod this plan wants created, also those beyond the ones it names (a count)."""
+        return int(self.create_head) + sum(g.missing_pods for g in self.groups)
+
+    @property
     def is_noop(self) -> bool:
         return (
             self.delete_all_reason is None
             and not self.create_head
             and not self.delete
             and all(
-                not g.create_replica_indices and not g.delete and not g.clear_workers_to_delete
+                not g.missing_replicas and not g.delete and not g.clear_workers_to_delete
                 for g in self.groups
             )
         )
 
 
 def plan_scaling(
-    cluster: ClusterLike, *, pods: Sequence[Pod], provisioned: bool = False
+    cluster: ClusterLike,
+    *,
+    pods: Sequence[Pod],
+    provisioned: bool = False,
+    max_pod_creates: int = DEFAULT_MAX_POD_CREATES,
 ) -> ScalingPlan:
-    """The plan for `cluster` given all its observed Pods; `provisioned`: RayClusterProvisioned."""
+    """The plan for `cluster` given all its observed Pods; `provisioned`: RayClusterProvisioned.
+
+    It names at most `max_pod_creates` Pods to create (the head first, then the groups in
+    order; a multi-host replica is never split, so a group's first replica may exceed it).
+    """
     manifest = as_manifest(cluster)
     live = [pod for pod in pods if not observed.is_terminating(pod)]
     reason = _delete_all_reason(manifest, live)
@@ -99,13 +138,16 @@ def plan_scaling(
         deletions = tuple(PodDeletion(observed.pod_name(pod), reason) for pod in live)
         return ScalingPlan(delete_all_reason=reason, delete=deletions)
     plan = _plan_head(manifest, pods, provisioned=provisioned)
-    groups = tuple(
-        _plan_group(
-            manifest, group, [pod for pod in live if observed.in_group(pod, group["groupName"])]
-        )
-        for group in worker_groups(manifest)
+    room = max_pod_creates - int(plan.create_head)
+    groups = []
+    for group in worker_groups(manifest):
+        members = [pod for pod in live if observed.in_group(pod, group["groupName"])]
+        group_plan = _plan_group(manifest, group, members, room=room)
+        room -= len(group_plan.create_replica_indices) * group_plan.hosts_per_replica
+        groups.append(group_plan)
+    return dataclasses.replace(
+        plan, groups=tuple(groups), delete=plan.delete + _orphans(manifest, live)
     )
-    return dataclasses.replace(plan, groups=groups, delete=plan.delete + _orphans(manifest, live))
 
 
 def _orphans(cluster: JSON, live: Sequence[Pod]) -> tuple[PodDeletion, ...]:
@@ -150,12 +192,25 @@ def _recreate_upgrade_due(cluster: JSON, heads: Sequence[Pod]) -> bool:
     return bool(recorded) and recorded != pod_template_hash(cluster)
 
 
+def _head_to_keep_first(pod: Pod) -> tuple[bool, str, str]:
+    # No creationTimestamp: a create not yet confirmed by the cache, the newest of all.
+    created = str((pod.get("metadata") or {}).get("creationTimestamp") or "~")
+    return not observed.is_running_and_ready(pod), created, observed.pod_name(pod)
+
+
 def _plan_head(cluster: JSON, pods: Sequence[Pod], *, provisioned: bool) -> ScalingPlan:
     heads = [pod for pod in pods if observed.is_head(pod) and not observed.is_terminating(pod)]
     terminating = any(observed.is_head(pod) and observed.is_terminating(pod) for pod in pods)
     if len(heads) > 1:
-        # Never ours (creates are tracked): someone else made a head Pod. KubeRay refuses to guess.
-        return ScalingPlan(extra_head_pods=tuple(observed.pod_name(p) for p in heads))
+        # Both owned by this cluster: a create whose answer was lost across an operator restart,
+        # or a cache that lagged (issue 12, finding 5). The head Service would send workers to
+        # either, so one is kept — a ready one, else the oldest — and the others are deleted.
+        keep, *extra = sorted(heads, key=_head_to_keep_first)
+        reason = f"a second head Pod of this cluster (keeping {observed.pod_name(keep)})"
+        return ScalingPlan(
+            extra_head_pods=tuple(observed.pod_name(p) for p in heads),
+            delete=tuple(PodDeletion(observed.pod_name(p), reason) for p in extra),
+        )
     if len(heads) == 1:
         verdict = observed.replacement_verdict(heads[0])
         deletions = (
@@ -169,7 +224,8 @@ def _plan_head(cluster: JSON, pods: Sequence[Pod], *, provisioned: bool) -> Scal
     return ScalingPlan(create_head=not skip and not terminating)
 
 
-def _plan_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> GroupPlan:
+def _plan_group(cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int) -> GroupPlan:
+    """The group's plan; `room`: how many more Pods the plan may name for creation."""
     name = str(group["groupName"])
     if is_group_suspended(group):
         deletions = tuple(
@@ -177,11 +233,13 @@ def _plan_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> GroupPlan:
         )
         return GroupPlan(group_name=name, delete=deletions)
     if hosts_per_replica(group) > 1:
-        return _plan_multi_host_group(cluster, group, pods)
-    return _plan_single_host_group(cluster, group, pods)
+        return _plan_multi_host_group(cluster, group, pods, room=room)
+    return _plan_single_host_group(cluster, group, pods, room=room)
 
 
-def _plan_single_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> GroupPlan:
+def _plan_single_host_group(
+    cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int
+) -> GroupPlan:
     """Replace broken Pods, honour workersToDelete, then create or remove Pods to the target."""
     name = str(group["groupName"])
     deletions = {
@@ -193,7 +251,7 @@ def _plan_single_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> 
     by_name = {observed.pod_name(p): p for p in pods}
     for pod_name in requested:
         if pod_name in by_name:
-            deletions.setdefault(pod_name, "listed in scaleStrategy.workersToDelete")
+            deletions.setdefault(pod_name, WORKERS_TO_DELETE_REASON)
     remaining = [p for p in pods if observed.pod_name(p) not in deletions]
     surplus = len(remaining) - desired_group_pods(group)
     if surplus > 0 and not is_autoscaling_enabled(spec(cluster)):
@@ -202,16 +260,23 @@ def _plan_single_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> 
                 f"scaling worker group {name} down to {desired_group_pods(group)} Pods"
             )
     in_use = _replica_indices(p for p in remaining if observed.pod_name(p) not in deletions)
+    missing = max(0, -surplus)
+    listed = set(requested)
     return GroupPlan(
         group_name=name,
-        create_replica_indices=_free_indices(in_use, max(0, -surplus)),
-        delete=tuple(PodDeletion(pod, why) for pod, why in deletions.items()),
+        create_replica_indices=_free_indices(in_use, _replicas_that_fit(missing, 1, room)),
+        missing_replicas=missing,
+        delete=tuple(
+            PodDeletion(pod, why, requested=pod in listed) for pod, why in deletions.items()
+        ),
         clear_workers_to_delete=bool(requested),
         unknown_workers_to_delete=tuple(p for p in requested if p not in by_name),
     )
 
 
-def _plan_multi_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> GroupPlan:
+def _plan_multi_host_group(
+    cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int
+) -> GroupPlan:
     """As for single-host groups, but a replica of `numOfHosts` Pods lives and dies as one."""
     name, hosts = str(group["groupName"]), hosts_per_replica(group)
     replicas: dict[str, list[Pod]] = {}
@@ -221,9 +286,7 @@ def _plan_multi_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> G
     requested = list((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
     by_name = {observed.pod_name(p): p for p in pods}
     for pod_name in (p for p in requested if p in by_name):
-        doomed.setdefault(
-            _replica_name(by_name[pod_name]), "listed in scaleStrategy.workersToDelete"
-        )
+        doomed.setdefault(_replica_name(by_name[pod_name]), WORKERS_TO_DELETE_REASON)
     healthy = {replica: members for replica, members in replicas.items() if replica not in doomed}
     wanted = desired_group_pods(group) // hosts
     surplus = len(healthy) - wanted
@@ -231,11 +294,17 @@ def _plan_multi_host_group(cluster: JSON, group: JSON, pods: Sequence[Pod]) -> G
         for replica in sorted(healthy, key=lambda r: _replica_scale_down_key(healthy[r]))[:surplus]:
             doomed[replica] = f"scaling worker group {name} down to {wanted} replicas"
     in_use = _replica_indices(members[0] for r, members in healthy.items() if r not in doomed)
-    deletions = [PodDeletion(observed.pod_name(p), doomed[r]) for r in doomed for p in replicas[r]]
+    deletions = [
+        PodDeletion(observed.pod_name(p), why, requested=why == WORKERS_TO_DELETE_REASON)
+        for r, why in doomed.items()
+        for p in replicas[r]
+    ]
+    missing = max(0, -surplus)
     return GroupPlan(
         group_name=name,
         hosts_per_replica=hosts,
-        create_replica_indices=_free_indices(in_use, max(0, -surplus)),
+        create_replica_indices=_free_indices(in_use, _replicas_that_fit(missing, hosts, room)),
+        missing_replicas=missing,
         delete=tuple(deletions),
         clear_workers_to_delete=bool(requested),
         unknown_workers_to_delete=tuple(p for p in requested if p not in by_name),
@@ -291,6 +360,14 @@ def _replica_index(pod: Pod, *, default: int) -> int:
         return int(observed.pod_labels(pod).get(names.WORKER_REPLICA_INDEX_LABEL, default))
     except ValueError:
         return default
+
+
+def _replicas_that_fit(missing: int, hosts: int, room: int) -> int:
+    """How many of `missing` replicas of `hosts` Pods to name within `room` Pods: whole replicas,
+    and at least one while there is any room (a multi-host replica lives and dies whole)."""
+    if room <= 0:
+        return 0
+    return min(missing, max(1, room // hosts))
 
 
 def _free_indices(in_use: set[int], count: int) -> tuple[int, ...]:
