@@ -8,7 +8,6 @@ quantity arithmetic per reconcile; a missing image, a traceback and an Event per
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -20,39 +19,14 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 
 from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.test_raycluster import scalable_cluster
 
 Change = Callable[[dict[str, Any]], None]
 INT32_MAX = 2**31 - 1
 
 
 def impossible_cluster(change: Change) -> dict[str, Any]:
-    container = {
-        "name": "ray",
-        "image": "rayproject/ray:2.52.0",
-        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
-    }
-    cluster = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": "impossible"},
-        "spec": {
-            "rayVersion": "2.52.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [container]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "small",
-                    "replicas": 1,
-                    "minReplicas": 0,
-                    "maxReplicas": 5,
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [copy.deepcopy(container)]}},
-                }
-            ],
-        },
-    }
+    cluster = scalable_cluster("impossible", replicas=1, max_replicas=5)
     change(cluster)
     return cluster
 
