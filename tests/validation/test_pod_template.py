@@ -137,6 +137,30 @@ def test_resources_must_be_valid_non_negative_and_requests_within_limits() -> No
     ]
 
 
+def test_extended_resources_are_whole_and_requested_exactly_at_their_limit() -> None:
+    # The API server refuses these Pods: a device-plugin resource is never overcommitted and is
+    # counted in whole units (999999Ti is whole, but its milli-units overflow Kubernetes' int64).
+    container = ray_container(cpu="1", memory="1Gi")
+    container["resources"]["limits"]["nvidia.com/gpu"] = "999999Ti"
+    container["resources"]["limits"]["google.com/tpu"] = "4"
+    container["resources"]["requests"] = {"google.com/tpu": "2", "example.com/fpga": "1"}
+    assert _messages(_template(container)) == [
+        't.spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "999999Ti": '
+        "must be an integer",
+        't.spec.containers[0].resources.requests: Invalid value: "2": must be equal to '
+        "google.com/tpu limit of 4",
+        "t.spec.containers[0].resources.limits[example.com/fpga]: Required value: Limit must be "
+        "set for non overcommitable resources",
+    ]
+
+
+def test_whole_extended_resources_at_their_limit_are_valid() -> None:
+    container = ray_container(cpu="1", memory="1Gi")
+    container["resources"]["limits"]["nvidia.com/gpu"] = "8"
+    container["resources"]["requests"] = {"nvidia.com/gpu": "8", "cpu": "500m"}
+    assert _messages(_template(container)) == []
+
+
 def test_group_resources_quantities_are_checked_too() -> None:
     cluster = raycluster()
     cluster["spec"]["workerGroupSpecs"][0]["resources"] = {"CPU": "1e-10000000"}

@@ -11,7 +11,8 @@ break, with the API server's wording and paths relative to the template:
 - `env[].name` and `envFrom[].prefix`: printable ASCII other than '=' (the rule Kubernetes 1.34
   applies, RelaxedEnvironmentVariableValidation being GA);
 - `resources.limits`/`requests`: valid, bounded quantities (`builders.quantity`), not negative,
-  a request at most its limit.
+  a request at most its limit; extended resources (`nvidia.com/gpu`) and huge pages whole and
+  with a request equal to a limit that must be set.
 
 Pure and bounded: at most `MAX_ERRORS_PER_TEMPLATE` errors per template, offending values cut to a
 printable length; the work is linear in the template (which the API server caps at 3 MiB).
@@ -186,14 +187,50 @@ def resource_errors(path: str, resources: Mapping[str, Any]) -> Iterator[FieldEr
                 yield invalid(field_path, shown(text), "must be greater than or equal to 0")
                 continue
             parsed[field][str(name)] = quantity
+    for field, quantities in parsed.items():
+        for name, quantity in quantities.items():
+            if _is_extended_resource(name) and not _is_whole_in_milli_units(quantity):
+                yield invalid(f"{path}.{field}[{name}]", str(quantity), "must be an integer")
     for name, request in parsed["requests"].items():
         limit = parsed["limits"].get(name)
-        if limit is not None and request.amount > limit.amount:
+        if limit is None:
+            if not _overcommit_allowed(name):
+                yield required(
+                    f"{path}.limits[{name}]", "Limit must be set for non overcommitable resources"
+                )
+        elif request.amount != limit.amount and not _overcommit_allowed(name):
+            yield invalid(
+                f"{path}.requests",
+                str(request),
+                f"must be equal to {shown(name)} limit of {limit}",
+            )
+        elif request.amount > limit.amount:
             yield invalid(
                 f"{path}.requests",
                 str(request),
                 f"must be less than or equal to {shown(name)} limit of {limit}",
             )
+
+
+def _is_extended_resource(name: str) -> bool:
+    """GPUs, TPUs and other device-plugin resources (`nvidia.com/gpu`): Kubernetes counts them in
+    whole units and never overcommits them (apimachinery's IsExtendedResourceName)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """Native resources other than huge pages may be requested below their limit."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith("hugepages-")
+
+
+def _is_whole_in_milli_units(quantity: Quantity) -> bool:
+    """Kubernetes' integer test (`MilliValue() % 1000 == 0`): a whole number whose milli-units
+    fit an int64, so `999999Ti` GPUs (whole, but 10^21 milli-units) is not an integer there."""
+    return quantity.amount.denominator == 1 and abs(quantity.amount) * 1000 <= _INT64_MAX
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def quantity_map_errors(path: str, quantities: Any) -> Iterator[FieldError]:
