@@ -1,0 +1,107 @@
+"""Fixtures for the robustness tests: a real operator process per test, and a tidy namespace after.
+
+Each test starts `ray-operator run` (the real command and controllers, no leader election) for
+its own namespace. Afterwards every RayCluster of the namespace is deleted, the operator gets a
+bounded time to delete their Pods, then it is stopped and whatever Pods remain are deleted with
+one delete-collection (namespaces are never deleted: there is no namespace controller).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+from ray_operator.localcluster.controlplane import LocalControlPlane
+
+from tests.conftest import Kubectl
+from tests.robustness.observe import ApiServer, OperatorUnderTest
+from tests.webhooks.conftest import wait_until_intercepted
+
+CLUSTER_PODS = "ray.io/cluster"
+"""Selects every Pod of every RayCluster (the label exists on all of them)."""
+CLEANUP_SECONDS = 60.0
+# The names `ray-operator run` registers its webhook configurations under (URL mode, defaults).
+WEBHOOK_CONFIGURATIONS = (
+    ("validatingwebhookconfiguration", "ray-operator-validating-webhook-configuration"),
+    ("mutatingwebhookconfiguration", "ray-operator-mutating-webhook-configuration"),
+)
+
+
+class StartOperator(Protocol):
+    """Starts `ray-operator run` for the test's namespace; returns once it is ready."""
+
+    def __call__(
+        self, *, webhooks: bool = False, extra_args: tuple[str, ...] = ()
+    ) -> OperatorUnderTest: ...
+
+
+@pytest.fixture(scope="session")
+def api_server(control_plane: LocalControlPlane) -> Iterator[ApiServer]:
+    server = ApiServer(control_plane.kubeconfig)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def start_operator(
+    control_plane: LocalControlPlane, namespace: str, kubectl: Kubectl, tmp_path: Path
+) -> Iterator[StartOperator]:
+    """Start an operator process for this test's namespace (ready when returned)."""
+    started: list[OperatorUnderTest] = []
+
+    def start(*, webhooks: bool = False, extra_args: tuple[str, ...] = ()) -> OperatorUnderTest:
+        replica = OperatorUnderTest(
+            kubeconfig=control_plane.kubeconfig,
+            namespace=namespace,
+            log_dir=tmp_path,
+            name=f"robust-{len(started)}",
+            webhooks=webhooks,
+            extra_args=extra_args,
+        )
+        started.append(replica)
+        replica.wait_ready()
+        return replica
+
+    try:
+        yield start
+    finally:
+        kubectl("delete", "rayclusters", "--all", "-n", namespace, "--wait=false")
+        running = [replica for replica in started if replica.alive()]
+        if running:
+            _wait_for_no_cluster_pods(kubectl, namespace, timeout=CLEANUP_SECONDS)
+        for replica in started:
+            replica.stop()
+        kubectl("delete", "pods", "-l", CLUSTER_PODS, "-n", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture
+def operator_with_webhooks(
+    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+) -> Iterator[OperatorUnderTest]:
+    """An operator serving its webhooks, registered and intercepting this test's namespace.
+
+    Its configurations intercept every namespace with `failurePolicy: Fail`: they are deleted
+    afterwards even if the process could not delete them itself.
+    """
+    operator = start_operator(webhooks=True)
+    try:
+        wait_until_intercepted(kubectl, namespace, timeout=30)
+        yield operator
+    finally:
+        operator.stop()  # first: a running operator would register them again
+        for kind, name in WEBHOOK_CONFIGURATIONS:
+            kubectl("delete", kind, name, "--ignore-not-found")
+
+
+def _wait_for_no_cluster_pods(kubectl: Kubectl, namespace: str, *, timeout: float) -> None:
+    """Give the operator a bounded time to delete the Pods of deleted clusters (no failure)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not kubectl("get", "pods", "-l", CLUSTER_PODS, "-n", namespace, "-o", "name").strip():
+            return
+        time.sleep(1.0)

@@ -1,0 +1,391 @@
+"""Watching the operator from outside: its process, its /healthz latency, the Pods it creates.
+
+Everything here runs in threads of the test process, never on an asyncio loop, so a slow
+`kubectl` call in the test cannot delay a probe and bias the latency it measures.
+
+    OperatorUnderTest   `ray-operator run` (the real command and controllers) in its own process
+    HealthProbe         GET /healthz every 100 ms; the worst latency and every failure
+    PodWatch            one watch on Pods by label; when each Pod was first seen
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ray_operator.bench.operator_process import read_process
+
+from tests.runtime.processes import REPO_ROOT, free_port, wait_until
+
+MIB = 1024 * 1024
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_LIST_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+class OperatorUnderTest:
+    """`python -m ray_operator.cli run` for one namespace, probes and metrics on one port.
+
+    No leader election (a lone replica starts reconciling at once). Webhooks are off unless
+    `webhooks=True`, which serves them on 127.0.0.1 with a self-managed certificate and registers
+    configurations calling that address (the URL mode of `make run`).
+    """
+
+    def __init__(
+        self,
+        *,
+        kubeconfig: Path,
+        namespace: str,
+        log_dir: Path,
+        name: str = "robust",
+        webhooks: bool = False,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.port = free_port()
+        self.webhook_port = free_port()
+        self.log_path = log_dir / f"operator-{name}.log"
+        webhook_args = (
+            (
+                "--webhooks",
+                "--webhook-url-base",
+                f"https://127.0.0.1:{self.webhook_port}",
+                "--webhook-namespace",
+                namespace,
+            )
+            if webhooks
+            else ("--no-webhooks",)
+        )
+        command = [
+            sys.executable,
+            "-m",
+            "ray_operator.cli",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--no-leader-elect",
+            "--lease-namespace",
+            namespace,
+            "--identity",
+            name,
+            "--health-addr",
+            f"127.0.0.1:{self.port}",
+            "--metrics-addr",
+            f"127.0.0.1:{self.port}",
+            "--webhook-port",
+            str(self.webhook_port),
+            *webhook_args,
+            *extra_args,
+        ]
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+    def get_status(self, path: str, *, timeout: float = 5.0) -> int:
+        """The HTTP status of GET `path`; 0 when nothing answers in time."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        except OSError:
+            return 0
+        finally:
+            connection.close()
+
+    def wait_ready(self, *, timeout: float = 60.0) -> None:
+        """Until /readyz answers 200 (caches synced); fails at once if the process died."""
+
+        def ready() -> bool:
+            if not self.alive():
+                raise AssertionError(f"the operator exited: {self.log()[-3000:]}")
+            return self.get_status("/readyz") == 200
+
+        wait_until(ready, timeout=timeout, interval=0.1, what="the operator to be ready")
+
+    def rss_bytes(self) -> int:
+        return read_process(self.process.pid).rss_bytes
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def terminate(self, *, timeout: float) -> tuple[int | None, float]:
+        """SIGTERM; (exit code or None if still running after `timeout`, seconds waited)."""
+        signalled_at = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code: int | None = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        return code, time.monotonic() - signalled_at
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after 30 s; idempotent."""
+        if self.alive():
+            code, _ = self.terminate(timeout=30)
+            if code is None:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class HealthProbe:
+    """GET /healthz every `interval` seconds in a thread; latencies and failures, measured."""
+
+    url: str
+    interval: float = 0.1
+    timeout: float = 5.0
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    """(when the probe was sent (monotonic), seconds it took to answer)."""
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> HealthProbe:
+        self._thread = threading.Thread(target=self._run, name="healthz-probe", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout + 1)
+
+    @property
+    def latencies(self) -> list[float]:
+        return [took for _, took in self.samples]
+
+    @property
+    def max_latency(self) -> float:
+        return max(self.latencies, default=0.0)
+
+    def max_latency_between(self, start: float, end: float) -> float:
+        """The worst latency of the probes sent between two monotonic instants."""
+        return max((took for sent, took in self.samples if start <= sent < end), default=0.0)
+
+    def summary(self) -> str:
+        ordered = sorted(self.latencies)
+        p99 = ordered[int(len(ordered) * 0.99)] if ordered else 0.0
+        return (
+            f"{len(ordered)} probes, max {self.max_latency * 1000:.0f} ms, "
+            f"p99 {p99 * 1000:.0f} ms, {len(self.failures)} failures"
+        )
+
+    def _run(self) -> None:
+        parsed = urllib.parse.urlsplit(self.url)
+        while not self._stop.is_set():
+            started = time.monotonic()
+            connection = http.client.HTTPConnection(
+                parsed.hostname or "127.0.0.1", parsed.port, timeout=self.timeout
+            )
+            try:
+                connection.request("GET", parsed.path)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    self.failures.append(f"HTTP {response.status}")
+            except OSError as error:
+                self.failures.append(repr(error))
+            finally:
+                connection.close()
+            took = time.monotonic() - started
+            self.samples.append((started, took))
+            self._stop.wait(max(0.0, self.interval - took))
+
+
+class ApiServer:
+    """Plain HTTPS to the test API server with the admin credentials of a kubeconfig."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        server = urllib.parse.urlsplit(cluster["server"])
+        self.host = server.hostname or "127.0.0.1"
+        self.port = server.port or 443
+        self.context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        # load_cert_chain wants files: write the pair once, readable by us only.
+        self._directory = tempfile.TemporaryDirectory(prefix="robustness-cert-")
+        cert = Path(self._directory.name) / "client.crt"
+        key = Path(self._directory.name) / "client.key"
+        cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        key.chmod(0o600)
+        self.context.load_cert_chain(cert, key)
+
+    def connect(self, *, timeout: float | None) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            self.host, self.port, context=self.context, timeout=timeout
+        )
+
+    def get_json(self, path: str) -> Any:
+        """GET `path`; the decoded body (None on 404). Cheaper than a kubectl process per poll."""
+        connection = self.connect(timeout=10)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            body = response.read()
+        finally:
+            connection.close()
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise AssertionError(f"GET {path}: HTTP {response.status}: {body[:500]!r}")
+        return json.loads(body)
+
+    def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.get_json(
+            f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{name}"
+        )
+        return found
+
+    def state(self, namespace: str, name: str) -> str | None:
+        cluster = self.ray_cluster(namespace, name) or {}
+        state: str | None = (cluster.get("status") or {}).get("state")
+        return state
+
+    def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """The Events about object `name` in `namespace`."""
+        query = urllib.parse.urlencode({"fieldSelector": f"involvedObject.name={name}"})
+        listed = self.get_json(f"/api/v1/namespaces/{namespace}/events?{query}")
+        items: list[dict[str, Any]] = listed["items"]
+        return items
+
+    def pod_count(self, namespace: str, selector: str) -> int:
+        """How many Pods match `selector` (only their metadata is transferred)."""
+        query = urllib.parse.urlencode({"labelSelector": selector})
+        connection = self.connect(timeout=30)
+        try:
+            connection.request(
+                "GET",
+                f"/api/v1/namespaces/{namespace}/pods?{query}",
+                headers={"Accept": METADATA_LIST_ONLY},
+            )
+            response = connection.getresponse()
+            body = response.read()
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise AssertionError(f"listing Pods: HTTP {response.status}: {body[:500]!r}")
+        # An empty list comes back with `items: null`.
+        return len(json.loads(body)["items"] or ())
+
+    def close(self) -> None:
+        self._directory.cleanup()
+
+
+class PodWatch:
+    """Watch the Pods matching `selector` in a thread: when each one was first seen.
+
+    A watch without a resourceVersion starts with an ADDED event for every existing Pod, then
+    streams changes, so nothing created after `start()` returns can be missed. Times are this
+    process's `time.monotonic()` at delivery (a few ms after the API server's write).
+    """
+
+    def __init__(self, api: ApiServer, namespace: str, selector: str) -> None:
+        self._api = api
+        self._path = f"/api/v1/namespaces/{namespace}/pods?" + urllib.parse.urlencode(
+            {"watch": "true", "labelSelector": selector, "timeoutSeconds": "3600"}
+        )
+        self.first_seen: dict[str, float] = {}
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._connection: http.client.HTTPSConnection | None = None
+        self._started = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+
+    def __enter__(self) -> PodWatch:
+        self._thread.start()
+        if not self._started.wait(timeout=10):
+            raise AssertionError(f"the Pod watch did not start: {self.errors}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped = True
+        if self._connection is not None and self._connection.sock is not None:
+            # Unblocks the reading thread at once.
+            self._connection.sock.shutdown(2)
+        self._thread.join(timeout=5)
+
+    def created_after(self, moment: float) -> list[str]:
+        """Pods first seen after `moment` (monotonic)."""
+        with self._lock:
+            return [name for name, seen in self.first_seen.items() if seen > moment]
+
+    def seen(self) -> int:
+        with self._lock:
+            return len(self.first_seen)
+
+    def _run(self) -> None:
+        try:
+            self._connection = self._api.connect(timeout=None)
+            # Metadata only: the names are all we need, and full Pods would cost the shared
+            # cores (API server encoding, our decoding) for nothing.
+            self._connection.request("GET", self._path, headers={"Accept": METADATA_ONLY})
+            response = self._connection.getresponse()
+            if response.status != 200:
+                self.errors.append(f"HTTP {response.status}: {response.read()[:500]!r}")
+                return
+            self._started.set()
+            for event in _json_lines(response):
+                self._record(event)
+        except OSError as error:
+            if not self._stopped:
+                self.errors.append(repr(error))
+        finally:
+            self._started.set()
+
+    def _record(self, event: dict[str, Any]) -> None:
+        now = time.monotonic()
+        name = (event.get("object") or {}).get("metadata", {}).get("name")
+        if not name:
+            self.errors.append(f"unexpected watch event: {str(event)[:300]}")
+            return
+        with self._lock:
+            self.first_seen.setdefault(name, now)
+
+
+def _json_lines(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+    # A line without its newline is the stream cut short (by `__exit__`): not an event.
+    while (line := response.readline()).endswith(b"\n"):
+        if line.strip():
+            yield json.loads(line)
+
+
+def wait_for(
+    condition: Callable[[], object], *, timeout: float, what: str, interval: float = 0.1
+) -> float:
+    """`wait_until` with a coarser default poll, for conditions that shell out to kubectl."""
+    return wait_until(condition, timeout=timeout, interval=interval, what=what)
+
+
+def mib(size: float) -> str:
+    return f"{size / MIB:.1f} MiB"
