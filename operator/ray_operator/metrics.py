@@ -36,7 +36,8 @@ class Metrics:
         r = self.registry
         self.reconcile_total = Counter(
             f"{PREFIX}_reconcile_total",
-            "Reconciles by kind and result (success, error, requeue).",
+            "Reconciles by kind and result "
+            "(success, error, requeue, not_leader, cache_not_synced).",
             ["kind", "result"],
             registry=r,
         )

@@ -9,7 +9,9 @@ work queue to `controller.reconcile(key)`, one reconcile per key at a time.
 the event that caused it. It returns `Result()` when done, `Result(requeue_after=s)` to be looked
 at again later (e.g. to poll the Ray dashboard), and raises on failure — the worker loop alone
 decides on retry and backoff. A cached object that is gone means the object was deleted: return
-`Result()`.
+`Result()`. A controller may name the kinds it reads in an optional `reads` attribute (a tuple of
+`Kind`s): while one of them relists after a broken watch, its keys wait (runtime.workers); without
+it, they wait for every watched kind.
 
 The mapping helpers cover our kinds: `own_key` (an object of the controller's kind → itself),
 `cluster_key_from_label` (a Pod/Service → its RayCluster via `ray.io/cluster`) and
