@@ -203,7 +203,8 @@ class RayClusterController:
         self._expectations = {kind: Expectations() for kind in DEPENDENT_KINDS}
         # (kind, namespace, name) -> the resourceVersion we last repaired: until the cache shows
         # the repaired version, the old one must not be patched again.
-        self._repaired_from: dict[tuple[str, str, str], str] = {}
+        # Per cluster, so that it is forgotten with the cluster.
+        self._repaired_from: dict[ObjectKey, dict[tuple[str, str], str]] = {}
         # The status we last wrote, per cluster, with the resourceVersion our write produced:
         # until the watch delivers that version the cache shows the older status, and comparing
         # with it would write the same status twice.
@@ -297,6 +298,7 @@ class RayClusterController:
                 expectations.forget(key)
             self._written_status.pop(key, None)
             self._last_status_write.pop(key, None)
+            self._repaired_from.pop(key, None)
 
     async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
         """Delete the auth Secret we generated for a now deleted cluster, if we remember it.
@@ -631,11 +633,12 @@ class RayClusterController:
         so that the same drift is not patched twice.
         """
         metadata = existing["metadata"]
-        identity = (kind.kind, key.namespace, metadata["name"])
+        identity = (kind.kind, metadata["name"])
+        repaired_from = self._repaired_from.get(key, {})
         version = str(metadata.get("resourceVersion", ""))
-        if self._repaired_from.get(identity) == version:
+        if repaired_from.get(identity) == version:
             return
-        self._repaired_from.pop(identity, None)
+        repaired_from.pop(identity, None)
         patch = repair_patch(desired, existing)
         if patch is None:
             return
@@ -653,7 +656,7 @@ class RayClusterController:
                 message=f"Failed to restore {what} to its desired spec: {error}",
             )
             return
-        self._repaired_from[identity] = version
+        self._repaired_from.setdefault(key, {})[identity] = version
         changed = ", ".join(sorted(_patched_paths(patch)))
         logger.info("%s: restored %s (%s)", key, what, changed)
         await self._events.record(
