@@ -19,7 +19,6 @@ import pytest
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import (
-    OWNED_SELECTOR,
     POD,
     RAY_CLUSTER,
     Kind,
@@ -37,6 +36,7 @@ from ray_operator.runtime.workers import Workers
 
 from tests.conftest import Kubectl, running_control_plane
 from tests.runtime.processes import OperatorProcess, wait_until
+from tests.runtime.running import watching
 from tests.runtime.test_operator_process import ray_cluster, reconciled_by
 from tests.runtime.waiting import eventually
 
@@ -144,28 +144,10 @@ async def runtime_for(
     queue: WorkQueue[ObjectKey] = WorkQueue()
     controller = controller_for(store)
     workers = Workers([controller], queue, metrics=metrics, concurrency=2, sync=store.sync)
-    watchers = [
-        Watcher(
-            client,
-            store,
-            kind,
-            on_change=workers.dispatch,
-            metrics=metrics,
-            namespace=namespace,
-            label_selector=OWNED_SELECTOR if kind == POD else None,
-        )
-        for kind in (RAY_CLUSTER, POD)
-    ]
-    tasks: list[asyncio.Task[Any]] = [asyncio.create_task(w.run(), name=w.name) for w in watchers]
-    tasks.append(asyncio.create_task(workers.run(), name="workers"))
     try:
-        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in watchers)), 30)
-        yield Runtime(store, metrics, workers, watchers)
+        async with watching(client, store, workers, metrics=metrics, namespace=namespace) as w:
+            yield Runtime(store, metrics, workers, w)
     finally:
-        queue.shut_down()
-        for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)
         await api.close()
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import (
-    OWNED_SELECTOR,
     POD,
     RAY_CLUSTER,
     Kind,
@@ -27,10 +26,10 @@ from ray_operator.runtime import (
 )
 from ray_operator.runtime.queue import Backoff, WorkQueue
 from ray_operator.runtime.store import Store
-from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
 
 from tests.conftest import Kubectl
+from tests.runtime.running import watching
 from tests.runtime.test_operator_process import ray_cluster
 from tests.runtime.waiting import eventually
 
@@ -93,32 +92,10 @@ async def test_a_failing_cluster_is_retried_on_its_backoff_despite_its_own_pod_a
     controller = FailsAfterWriting(client)
     queue: WorkQueue[ObjectKey] = WorkQueue(backoff=BACKOFF)
     workers = Workers([controller], queue, metrics=metrics, concurrency=2, sync=store.sync)
-    watchers = [
-        Watcher(
-            client,
-            store,
-            kind,
-            on_change=workers.dispatch,
-            metrics=metrics,
-            namespace=namespace,
-            label_selector=OWNED_SELECTOR if kind == POD else None,
-        )
-        for kind in (RAY_CLUSTER, POD)
-    ]
-    tasks: list[asyncio.Task[Any]] = [
-        asyncio.create_task(watcher.run(), name=watcher.name) for watcher in watchers
-    ]
-    tasks.append(asyncio.create_task(workers.run(), name="workers"))
-    try:
-        await asyncio.wait_for(asyncio.gather(*(w.synced.wait() for w in watchers)), 30)
+    async with watching(client, store, workers, metrics=metrics, namespace=namespace):
         kubectl("apply", "-n", namespace, "-f", "-", input_text=ray_cluster("failing"))
         await eventually(lambda: controller.calls, within=30)
         await asyncio.sleep(WINDOW)
-    finally:
-        queue.shut_down()
-        for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)
     first = controller.calls[0]
     in_window = [when for when in controller.calls if when - first < WINDOW]
     # Each attempt takes a few API round trips, which only pushes later attempts out.
