@@ -3,7 +3,8 @@
 A development tool run by `make generate` (`python -m ray_operator.apigen`); the operator never
 imports it. Sources, all beside this file: `ray_types.yaml` (our Ray types, with our
 descriptions) and `kubernetes/` (the OpenAPI documents of the pinned kube-apiserver, for the
-Kubernetes types the Ray types embed). Output is a pure function of those sources, so a fresh
+Kubernetes types the Ray types embed, and `kuberay_go_layout.json`, how Go writes KubeRay's types
+as JSON, for its hash annotations). Output is a pure function of those sources, so a fresh
 run over a clean checkout leaves `git status` clean.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from ray_operator.apigen.go_layout import load_layout_document, render_go_layout
 from ray_operator.apigen.kubernetes import KubernetesTypes
 from ray_operator.apigen.manifests import GROUP, MAX_CRD_BYTES, custom_resource_definition, plural
 from ray_operator.apigen.models import render_models
@@ -90,11 +92,12 @@ def _crd_files(definitions: Definitions) -> dict[Path, str]:
 
 
 def _model_files(definitions: Definitions) -> dict[Path, str]:
-    """generated/ray_io/: the package, its py.typed marker and the v1 models."""
+    """generated/ray_io/: the package, its py.typed marker, the v1 models and the Go layout."""
     return {
         MODELS_DIR / "__init__.py": PACKAGE_DOCSTRING,
         MODELS_DIR / "py.typed": "",
         MODELS_DIR / "v1.py": render_models(model_schema(definitions)),
+        MODELS_DIR / "go_layout.py": render_go_layout(load_layout_document()),
     }
 
 

@@ -1,6 +1,7 @@
 """Command line of the API generator.
 
-Usage: python -m ray_operator.apigen [--check] [--fetch-openapi KUBECONFIG] [--root DIR]
+Usage: python -m ray_operator.apigen [--check] [--fetch-openapi KUBECONFIG]
+       [--fetch-go-layout [--kuberay-source DIR]] [--root DIR]
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ray_operator.apigen import render, stale_files, write
+from ray_operator.apigen.go_layout import fetch_go_layout
 from ray_operator.apigen.kubernetes import fetch_documents
 
 
@@ -33,10 +35,23 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="first refresh the saved Kubernetes OpenAPI documents from this API server",
     )
+    parser.add_argument(
+        "--fetch-go-layout",
+        action="store_true",
+        help="first refresh the saved Go JSON layout of KubeRay's types (needs Go)",
+    )
+    parser.add_argument(
+        "--kuberay-source",
+        metavar="DIR",
+        type=Path,
+        help="with --fetch-go-layout: a local ray-operator directory of the pinned KubeRay release",
+    )
     args = parser.parse_args(argv)
     if args.fetch_openapi:
         for path in fetch_documents(args.fetch_openapi):
             print(f"saved {path}")
+    if args.fetch_go_layout:
+        print(f"saved {fetch_go_layout(args.kuberay_source)}")
     files = render()
     if args.check:
         stale = stale_files(args.root, files)

@@ -227,3 +227,178 @@ def format_float_like_go(number: float) -> str:
     with localcontext() as ctx:
         ctx.prec = 17
         return format(Decimal(repr(number)).normalize(), "f")
+
+
+# --- The string Go writes for a Quantity it read from JSON (KubeRay's hashes) ------------------
+
+GO_MAX_QUANTITY_LENGTH = 1024
+"""Longest quantity text `go_json_quantity` takes; every step is O(length) string work."""
+_GO_QUANTITY_RE = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)")
+_GO_DECIMAL_SUFFIXES = {exponent: name for name, exponent in _DECIMAL_SUFFIXES.items()}
+_INT64_DIGITS = 18  # apimachinery's maxInt64Factors
+_INT64_MAX = 2**63 - 1
+_GO_MAX_INT_BITS = int(GO_MAX_QUANTITY_LENGTH * 3.32)  # fewer than GO_MAX_QUANTITY_LENGTH digits
+
+
+def go_json_quantity(value: str | int | float) -> str:
+    """What apimachinery's `Quantity.MarshalJSON` writes after `UnmarshalJSON` of `value`.
+
+    Its canonical form ("1000m" → "1", "0.5" → "500m", "1.5Gi" → "1536Mi", "1e3" kept), or the
+    text itself when apimachinery's parser keeps it (already canonical, as "100m" or "+1").
+    Exact, and bounded: at most `GO_MAX_QUANTITY_LENGTH` characters, O(length) work whatever
+    the exponent (digits are moved as strings, "1e10000000" never becomes a number).
+    Raises `InvalidQuantityError` where apimachinery's `ParseQuantity` fails.
+    """
+    text = _go_quantity_text(value)
+    if len(text) > GO_MAX_QUANTITY_LENGTH:
+        raise InvalidQuantityError(
+            f"too long: at most {GO_MAX_QUANTITY_LENGTH} characters, this one has {len(text)}"
+        )
+    if text == "0":
+        return text
+    match = _GO_QUANTITY_RE.fullmatch(text) if text else None
+    if match is None:
+        raise InvalidQuantityError(
+            "quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        )
+    sign, whole, fraction, suffix = match.groups(default="")
+    num = whole.lstrip("0") or "0"
+    base, exponent, fmt = _go_suffix(suffix)
+    negative = sign == "-"
+    fast_path = _go_fast_path(num, fraction, base=base, exponent=exponent)
+    if fast_path is _GoFastPath.KEEPS_TEXT:
+        return text
+    if fast_path is _GoFastPath.NOT_TAKEN and not (whole or fraction):
+        # Its slow path parses the text as a decimal again, and "." or "-" is none.
+        raise InvalidQuantityError("a quantity needs at least one digit")
+    if base == 2:
+        return _go_binary_canonical(num + fraction, len(fraction), exponent, negative=negative)
+    digits, scale = _go_round_to_nano(num + fraction, exponent - len(fraction))
+    return _go_decimal_canonical(digits, scale, fmt, negative=negative)
+
+
+def _go_quantity_text(value: str | int | float) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        kind = type(value).__name__
+        raise InvalidQuantityError(f"a quantity must be a string or a number, not {kind}")
+    if isinstance(value, int):
+        # Go reads any size ("1e20" stored as 100000000000000000000): bounded like text, checked
+        # by bit length before str(), which is quadratic in the number of digits.
+        if value.bit_length() > _GO_MAX_INT_BITS:
+            raise InvalidQuantityError(f"too long: at most {GO_MAX_QUANTITY_LENGTH} characters")
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidQuantityError(f"a quantity must be a finite number, not {value}")
+        return _go_float_text(value)
+    return value.strip()
+
+
+def _go_float_text(number: float) -> str:
+    """A float64 as Go's encoding/json (hence the API server's copy of a number) spells it:
+    positional between 1e-6 and 1e21, else exponent form ("1e+21", "1.5e-7")."""
+    if number == 0:
+        return "0"
+    shortest = repr(number)  # the same shortest digits as Go's strconv
+    if 1e-6 <= abs(number) < 1e21:
+        return format(Decimal(shortest).normalize(), "f")
+    mantissa, exponent = shortest.split("e")
+    if exponent.startswith("-0"):
+        exponent = "-" + exponent[2:]
+    return f"{mantissa}e{exponent}"
+
+
+def _go_suffix(suffix: str) -> tuple[int, int, QuantityFormat]:
+    """Base, exponent and format of a suffix, as apimachinery's suffixer interprets it."""
+    if suffix in _DECIMAL_SUFFIXES:
+        return 10, _DECIMAL_SUFFIXES[suffix], QuantityFormat.DECIMAL_SI
+    if suffix in _BINARY_SUFFIXES:
+        return 2, _BINARY_SUFFIXES[suffix], QuantityFormat.BINARY_SI
+    if len(suffix) > 1 and suffix[0] in "eE":
+        body = suffix[1:]
+        if re.fullmatch(r"[+-]?[0-9]+", body) and len(body.lstrip("+-").lstrip("0")) <= 18:
+            exponent = int(body)
+            if -(2**63) <= exponent < 2**63:
+                # Go parses 64 bits and keeps the low 32: int32(parsed).
+                wrapped = (exponent + 2**31) % 2**32 - 2**31
+                return 10, wrapped, QuantityFormat.DECIMAL_EXPONENT
+    raise InvalidQuantityError(f"unknown quantity suffix {suffix!r}")
+
+
+class _GoFastPath(enum.Enum):
+    NOT_TAKEN = "not taken"
+    CANONICAL = "taken, value printed in canonical form"
+    KEEPS_TEXT = "taken, text kept and written back as it was"
+
+
+def _go_fast_path(num: str, fraction: str, *, base: int, exponent: int) -> _GoFastPath:
+    """What `ParseQuantity`'s int64 fast path does with the text: skipped, or taken, and then
+    whether it caches the text so that `MarshalJSON` writes it back unchanged."""
+    shifted = num + fraction
+    if base == 2:
+        if exponent < 0 or fraction:
+            return _GoFastPath.NOT_TAKEN
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        scale = 0
+    else:
+        precision = _INT64_DIGITS - len(shifted)
+        scale = exponent - len(fraction)
+    if precision < 0 or scale < -9:
+        return _GoFastPath.NOT_TAKEN
+    value = int(shifted)
+    if value * (2**exponent if base == 2 else 1) > _INT64_MAX:
+        return _GoFastPath.NOT_TAKEN
+    if base == 2:
+        kept = exponent % 10 == 0 and value & 7 != 0
+    else:
+        kept = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+    return _GoFastPath.KEEPS_TEXT if kept else _GoFastPath.CANONICAL
+
+
+def _go_round_to_nano(digits: str, scale: int) -> tuple[str, int]:
+    """`digits * 10**scale` rounded up (away from zero) to a multiple of 10**-9, as digits and a
+    scale; digits keep no leading zeros ("0" for zero)."""
+    digits = digits.lstrip("0")
+    if not digits:
+        return "0", 0
+    if scale >= -9:
+        return digits, scale
+    kept = len(digits) + scale + 9  # digits at or above the 10**-9 place
+    if kept <= 0:
+        return "1", -9
+    head, tail = digits[:kept], digits[kept:]
+    if tail.strip("0"):
+        head = str(int(head) + 1)
+    return head, -9
+
+
+def _go_decimal_canonical(digits: str, scale: int, fmt: QuantityFormat, *, negative: bool) -> str:
+    """apimachinery's `AsCanonicalBytes` plus suffix: trailing zeros into the exponent, the
+    exponent made a multiple of 3, then the SI suffix (none when it has none) or e<exponent>."""
+    if digits == "0":
+        return "0"
+    stripped = digits.rstrip("0") or "0"
+    scale += len(digits) - len(stripped)
+    padding = scale % 3
+    digits, scale = stripped + "0" * padding, scale - padding
+    if fmt is QuantityFormat.DECIMAL_EXPONENT:
+        suffix = f"e{scale}" if scale else ""
+    else:
+        # A DecimalSI exponent with no SI name (from 21 up) prints no suffix at all: Go does so.
+        suffix = _GO_DECIMAL_SUFFIXES.get(scale, "")
+    return f"{'-' if negative else ''}{digits}{suffix}"
+
+
+def _go_binary_canonical(digits: str, decimals: int, exponent: int, *, negative: bool) -> str:
+    """A BinarySI quantity: rounded up to 1n, capped at 2^63-1, printed with a binary suffix
+    when it is a whole number of at least 1024, else in decimal."""
+    amount = Fraction(int(digits) * 2**exponent, 10**decimals)
+    amount = Fraction(math.ceil(amount * 10**9), 10**9)
+    amount = min(amount, Fraction(_INT64_MAX))
+    if amount == 0:
+        return "0"
+    if amount < 1024 or amount.denominator != 1:
+        nanos = str(int(amount * 10**9))
+        return _go_decimal_canonical(nanos, -9, QuantityFormat.DECIMAL_SI, negative=negative)
+    return f"{'-' if negative else ''}{_binary(int(amount))}"
