@@ -40,7 +40,7 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import WATCHED_KINDS, Kind, watch_selector
+from ray_operator.runtime.kinds import WATCHED_KINDS, Kind, watch_selectors
 from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store, StoreView
@@ -99,7 +99,10 @@ async def _main(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    api = await load_api_client(settings.kubeconfig)
+    watches = sum(len(watch_selectors(kind)) for kind in WATCHED_KINDS)
+    api = await load_api_client(
+        settings.kubeconfig, watches=watches * max(1, len(settings.namespaces))
+    )
     try:
         operator = Operator(settings, api=api, controllers=controllers, components=components)
         return await operator.run(stop)
@@ -150,10 +153,11 @@ class Operator:
                 on_change=self.workers.dispatch,
                 metrics=self.metrics,
                 namespace=namespace,
-                label_selector=watch_selector(kind),
+                label_selector=selector,
                 timeout_seconds=settings.watch_timeout,
             )
             for kind in kinds
+            for selector in watch_selectors(kind)
             for namespace in (settings.namespaces or (None,))
         ]
         component_context = ComponentContext(

@@ -4,8 +4,10 @@ This module owns the compatibility vocabulary shared with KubeRay (ray-project/k
 `ray-operator/controllers/ray/utils/constant.go`). Ray's autoscaler, the Ray dashboard and users'
 kubectl habits select Pods and Services by these exact strings, so they must never drift. The one
 deliberate difference is `app.kubernetes.io/created-by`, which names this operator; the runtime
-watches the Services, Jobs and RBAC objects it makes by that label (`CREATED_BY_SELECTOR`), and
-Pods by `ray.io/cluster` (`RAY_POD_SELECTOR`), the label KubeRay and Ray's autoscaler find them by.
+watches Jobs and RBAC objects by that label with either operator's value (`KUBERAY_CREATED_BY`:
+a cluster KubeRay ran is taken over), Services by the `ray.io/*` labels both operators put on
+them, and Pods by `ray.io/cluster` (`RAY_POD_SELECTOR`), the label KubeRay and Ray's autoscaler
+find them by (see `runtime/kinds.py: watch_selectors`).
 
 Only constants live here: no functions, no mutable state.
 """
@@ -33,6 +35,8 @@ APP_NAME: Final = "kuberay"
 CREATED_BY_LABEL: Final = "app.kubernetes.io/created-by"
 CREATED_BY: Final = "ray-operator"
 CREATED_BY_SELECTOR: Final = f"{CREATED_BY_LABEL}={CREATED_BY}"
+# KubeRay's value (`utils.ComponentName`): what it made is recognised, and never relabelled.
+KUBERAY_CREATED_BY: Final = "kuberay-operator"
 # "has the label": a Pod stays visible when a user strips `created-by` (or KubeRay made it); which
 # cluster it belongs to is decided by its ownerReferences, never by labels alone.
 RAY_POD_SELECTOR: Final = CLUSTER_LABEL

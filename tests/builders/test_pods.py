@@ -286,11 +286,16 @@ def test_ray_service_clusters_mark_serving_pods() -> None:
     assert "-/healthz" in worker["spec"]["containers"][0]["readinessProbe"]["exec"]["command"][2]
 
 
-def test_pods_carry_the_template_hash_and_restart_annotation() -> None:
+def test_the_head_carries_the_template_hash_and_workers_the_restart_annotation() -> None:
     cluster = raycluster()
     cluster["metadata"]["annotations"] = {"ray.io/restart": "2"}
+    head_annotations = build_head_pod(cluster, suffix="a")["metadata"]["annotations"]
+    assert head_annotations["ray.io/upgrade-strategy-recreate-hash"] == pod_template_hash(cluster)
+    assert head_annotations["ray.io/kuberay-version"] == "nightly"
     annotations = _worker(cluster)["metadata"]["annotations"]
-    assert annotations["ray.io/upgrade-strategy-recreate-hash"] == pod_template_hash(cluster)
+    # As KubeRay: only the head Pod is stamped with the hash and the KubeRay version.
+    assert "ray.io/upgrade-strategy-recreate-hash" not in annotations
+    assert "ray.io/kuberay-version" not in annotations
     assert annotations["ray.io/restart"] == "2"
 
 
@@ -300,8 +305,12 @@ def test_template_hash_ignores_replica_counts_but_not_images() -> None:
     scaled["spec"]["workerGroupSpecs"][0].update(
         replicas=4, maxReplicas=9, scaleStrategy={"workersToDelete": ["a"]}
     )
-    scaled["spec"]["suspend"] = True
     assert pod_template_hash(scaled) == pod_template_hash(cluster)
+    # KubeRay's hash covers `suspend` (only a RayService's cluster hash leaves it out); harmless,
+    # since suspending deletes the Pods anyway.
+    suspended = copy.deepcopy(cluster)
+    suspended["spec"]["suspend"] = True
+    assert pod_template_hash(suspended) != pod_template_hash(cluster)
     upgraded = copy.deepcopy(cluster)
     upgraded["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = (
         "rayproject/ray:2.53.0"

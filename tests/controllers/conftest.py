@@ -8,6 +8,7 @@ a watch that remembers every Pod ever created, to count creates exactly.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -188,3 +189,46 @@ async def operator(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, timeout=30) == 0
+
+
+def reconcile_errors(replica: Operator, kind: str) -> dict[str, float]:
+    """Reconciles of `kind` that raised, by error type (each one a retry with backoff)."""
+    return {
+        sample.labels["error"]: sample.value
+        for metric in replica.metrics.reconcile_errors_total.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels.get("kind") == kind
+    }
+
+
+StartClusterOperator = Callable[..., Awaitable[Operator]]
+
+
+@pytest.fixture
+async def start_cluster_operator(
+    control_plane: LocalControlPlane, namespace: str, harness: Harness
+) -> AsyncIterator[StartClusterOperator]:
+    """`await start_cluster_operator(redis_cleanup=False)`: keyword arguments go to the
+    RayClusterController. Operators still running at the end are stopped."""
+    running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
+
+    async def start(**controller_options: Any) -> Operator:
+        api = await load_api_client(control_plane.kubeconfig)
+        replica = Operator(
+            operator_settings(control_plane.kubeconfig, namespace),
+            api=api,
+            controllers=[functools.partial(RayClusterController, **controller_options)],
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(replica.run(stop), name="cluster-operator-under-test")
+        running.append((stop, task, api))
+        return replica
+
+    try:
+        yield start
+    finally:
+        for stop, _, _ in running:
+            stop.set()
+        for _, task, api in running:
+            assert await asyncio.wait_for(task, timeout=30) == 0
+            await api.close()

@@ -157,15 +157,15 @@ async def test_a_head_service_that_lost_the_label_we_watch_by_is_found_and_relab
     await harness.apply(scalable_cluster(replicas=1))
     await harness.pods_settled("scaling", head=1, workers=1)
     uid = (await harness.get_json("service", "scaling-head-svc"))["metadata"]["uid"]
-    # Out of our watch's selector: the cache forgets it, the create answers 409, and the read
-    # shows it is ours (ownerReferences), so it is repaired rather than reported as a conflict.
-    await harness.kubectl("label", "service", "scaling-head-svc", "app.kubernetes.io/created-by-")
+    # Out of our watches' selectors (Services are watched by `ray.io/node-type`, `ray.io/serve`
+    # or `ray.io/headless-worker-svc`): the cache forgets it, the create answers 409, and the
+    # read shows it is ours (ownerReferences), so it is repaired rather than reported.
+    await harness.kubectl("label", "service", "scaling-head-svc", "ray.io/node-type-")
 
     async def relabelled() -> bool:
         service = await harness.get_json("service", "scaling-head-svc")
-        labels = service["metadata"]["labels"]
-        return bool(labels.get("app.kubernetes.io/created-by") == "ray-operator")
+        return bool(service["metadata"]["labels"].get("ray.io/node-type") == "head")
 
-    await harness.eventually(relabelled, within=10, what="created-by label restored")
+    await harness.eventually(relabelled, within=10, what="node-type label restored")
     assert (await harness.get_json("service", "scaling-head-svc"))["metadata"]["uid"] == uid
     assert await events(harness, "FailedToCreateService") == []

@@ -480,12 +480,6 @@ def test_shutdown_is_due_ttl_seconds_after_the_end() -> None:
     assert rules.shutdown_due_at(minimal_job(), {"endTime": "2026-01-01T12:00:00Z"}) is None
 
 
-def test_sidecar_mode_is_reported_as_not_implemented() -> None:
-    assert rules.unsupported(minimal_job()) == []
-    (problem,) = rules.unsupported(minimal_job(submissionMode="SidecarMode"))
-    assert problem.startswith('spec.submissionMode: Unsupported value: "SidecarMode"')
-
-
 def test_submitter_command_checks_status_before_submitting_once() -> None:
     job = minimal_job(
         submissionMode="K8sJobMode",
@@ -500,7 +494,7 @@ def test_submitter_command_checks_status_before_submitting_once() -> None:
     assert "if ! ray job status --address http://svc.ns.svc.cluster.local:8265 unit-abcde" in line
     assert "--no-wait" in words
     assert words.count("--submission-id") == 1
-    assert '--runtime-env-json \'{"env_vars":{"A":"b"}}\'' in line
+    assert '--runtime-env-json "{\\"env_vars\\":{\\"A\\":\\"b\\"}}"' in line
     assert "--entrypoint-num-cpus 1.000000" in line
     assert line.endswith(
         "ray job logs --address http://svc.ns.svc.cluster.local:8265 --follow unit-abcde"

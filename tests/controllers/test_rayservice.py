@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime
 from typing import Any
 
@@ -291,10 +292,13 @@ def test_a_new_cluster_is_needed_only_when_the_cluster_config_changed() -> None:
     goal = build.cluster_config_hash(service)
     cluster = build.build_cluster_for_service(service, name="s-abcde")
     assert not rules.needs_new_cluster(service, goal_hash=goal, active=cluster, pending=None)
-    assert rules.needs_new_cluster(service, goal_hash="other", active=cluster, pending=None)
     assert rules.needs_new_cluster(service, goal_hash=goal, active=None, pending=None)
-    no_upgrades = {**service, "spec": {**service["spec"], "upgradeStrategy": {"type": "None"}}}
-    assert not rules.needs_new_cluster(no_upgrades, goal_hash="other", active=cluster, pending=None)
+    changed = copy.deepcopy(service)
+    changed["spec"]["rayClusterConfig"]["rayVersion"] = "2.0.0"
+    other = build.cluster_config_hash(changed)
+    assert rules.needs_new_cluster(changed, goal_hash=other, active=cluster, pending=None)
+    no_upgrades = {**changed, "spec": {**changed["spec"], "upgradeStrategy": {"type": "None"}}}
+    assert not rules.needs_new_cluster(no_upgrades, goal_hash=other, active=cluster, pending=None)
 
 
 def test_replica_counts_do_not_change_the_cluster_hash() -> None:

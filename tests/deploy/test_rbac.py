@@ -45,7 +45,14 @@ WORKLOAD_NEEDS = [
     ("patch", "pods", "resize"),
     *[(verb, "services", None) for verb in ("get", "list", "watch", "create", "patch", "delete")],
     *[(verb, "jobs.batch", None) for verb in ("get", "list", "watch", "create", "delete")],
-    *[(verb, "ingresses.networking.k8s.io", None) for verb in ("list", "create", "delete")],
+    *[
+        (verb, "ingresses.networking.k8s.io", None)
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
+    ],
+    *[
+        (verb, "persistentvolumeclaims", None)
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
+    ],
     ("list", "endpointslices.discovery.k8s.io", None),
     *[(verb, "serviceaccounts", None) for verb in ("get", "create", "patch", "delete")],
     *[

@@ -5,7 +5,9 @@ Everything here runs in threads of the test process, never on an asyncio loop, s
 
     OperatorUnderTest   `ray-operator run` (the real command and controllers) in its own process
     HealthProbe         GET /healthz every 100 ms; the worst latency and every failure
-    PodWatch            one watch on Pods by label; when each Pod was first seen
+    ObjectWatch         one watch on a resource (one namespace or all, optionally by label):
+                        when each object was first seen, and every event (when, type, name)
+    PodWatch            an ObjectWatch on the Pods of one namespace by label
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ METADATA_LIST_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.i
 
 
 class OperatorUnderTest:
-    """`python -m ray_operator.cli run` for one namespace, probes and metrics on one port.
+    """`python -m ray_operator.cli run` for one namespace (None: all), probes and metrics on one
+    port.
 
     No leader election (a lone replica starts reconciling at once). Webhooks are off unless
     `webhooks=True`, which serves them on 127.0.0.1 with a self-managed certificate and registers
@@ -48,7 +51,7 @@ class OperatorUnderTest:
         self,
         *,
         kubeconfig: Path,
-        namespace: str,
+        namespace: str | None,
         log_dir: Path,
         name: str = "robust",
         webhooks: bool = False,
@@ -63,11 +66,12 @@ class OperatorUnderTest:
                 "--webhook-url-base",
                 f"https://127.0.0.1:{self.webhook_port}",
                 "--webhook-namespace",
-                namespace,
+                namespace or "default",
             )
             if webhooks
             else ("--no-webhooks",)
         )
+        scope = ("--namespace", namespace) if namespace is not None else ()
         command = [
             sys.executable,
             "-m",
@@ -75,11 +79,10 @@ class OperatorUnderTest:
             "run",
             "--kubeconfig",
             str(kubeconfig),
-            "--namespace",
-            namespace,
+            *scope,
             "--no-leader-elect",
             "--lease-namespace",
-            namespace,
+            namespace or "default",
             "--identity",
             name,
             "--health-addr",
@@ -301,31 +304,45 @@ class ApiServer:
         self._directory.cleanup()
 
 
-class PodWatch:
-    """Watch the Pods matching `selector` in a thread: when each one was first seen.
+class ObjectWatch:
+    """Watch one resource in a thread: when each object was first seen, and every event.
 
-    A watch without a resourceVersion starts with an ADDED event for every existing Pod, then
+    A watch without a resourceVersion starts with an ADDED event for every existing object, then
     streams changes, so nothing created after `start()` returns can be missed. Times are this
-    process's `time.monotonic()` at delivery (a few ms after the API server's write).
+    process's `time.monotonic()` at delivery (a few ms after the API server's write). Objects are
+    named `name` in one namespace, `namespace/name` across all (`namespace=None`).
     """
 
-    def __init__(self, api: ApiServer, namespace: str, selector: str) -> None:
+    def __init__(
+        self,
+        api: ApiServer,
+        *,
+        resource: str,
+        namespace: str | None,
+        selector: str | None = None,
+        api_prefix: str = "/api/v1",
+    ) -> None:
         self._api = api
-        self._path = f"/api/v1/namespaces/{namespace}/pods?" + urllib.parse.urlencode(
-            {"watch": "true", "labelSelector": selector, "timeoutSeconds": "3600"}
-        )
+        self._all_namespaces = namespace is None
+        scope = "" if namespace is None else f"/namespaces/{namespace}"
+        query = {"watch": "true", "timeoutSeconds": "3600"}
+        if selector:
+            query["labelSelector"] = selector
+        self._path = f"{api_prefix}{scope}/{resource}?" + urllib.parse.urlencode(query)
         self.first_seen: dict[str, float] = {}
+        self.events: list[tuple[float, str, str]] = []
+        """(when delivered, event type, name) of every event, in order."""
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._connection: http.client.HTTPSConnection | None = None
         self._started = threading.Event()
         self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"watch-{resource}", daemon=True)
 
-    def __enter__(self) -> PodWatch:
+    def __enter__(self) -> ObjectWatch:
         self._thread.start()
         if not self._started.wait(timeout=10):
-            raise AssertionError(f"the Pod watch did not start: {self.errors}")
+            raise AssertionError(f"the watch of {self._path} did not start: {self.errors}")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -343,6 +360,16 @@ class PodWatch:
     def seen(self) -> int:
         with self._lock:
             return len(self.first_seen)
+
+    def last_event_at(self) -> float:
+        """When the last event was delivered (monotonic; 0.0: none yet)."""
+        with self._lock:
+            return self.events[-1][0] if self.events else 0.0
+
+    def events_after(self, moment: float) -> list[tuple[str, str]]:
+        """(event type, name) of the events delivered after `moment` (monotonic)."""
+        with self._lock:
+            return [(kind, name) for seen, kind, name in self.events if seen > moment]
 
     def _run(self) -> None:
         try:
@@ -365,12 +392,23 @@ class PodWatch:
 
     def _record(self, event: dict[str, Any]) -> None:
         now = time.monotonic()
-        name = (event.get("object") or {}).get("metadata", {}).get("name")
+        metadata = (event.get("object") or {}).get("metadata", {})
+        name = metadata.get("name")
         if not name:
             self.errors.append(f"unexpected watch event: {str(event)[:300]}")
             return
+        if self._all_namespaces:
+            name = f"{metadata.get('namespace', '')}/{name}"
         with self._lock:
             self.first_seen.setdefault(name, now)
+            self.events.append((now, str(event.get("type")), name))
+
+
+class PodWatch(ObjectWatch):
+    """An `ObjectWatch` on the Pods matching `selector` in one namespace."""
+
+    def __init__(self, api: ApiServer, namespace: str, selector: str) -> None:
+        super().__init__(api, resource="pods", namespace=namespace, selector=selector)
 
 
 def _json_lines(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:

@@ -294,7 +294,7 @@ def seconds_to_converge(api: ApiServer, namespace: str, *, workers: int) -> floa
         status = cluster.get("status") or {}
         return (
             status.get("observedGeneration") == cluster["metadata"]["generation"]
-            and status.get("readyWorkerReplicas") == workers
+            and (status.get("readyWorkerReplicas") or 0) == workers  # omitted when 0
             and api.pod_count(namespace, selector) == workers
         )
 

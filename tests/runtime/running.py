@@ -10,7 +10,7 @@ from typing import Any
 
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import POD, RAY_CLUSTER, Kind, KubeClient
-from ray_operator.runtime.kinds import watch_selector
+from ray_operator.runtime.kinds import watch_selectors
 from ray_operator.runtime.store import Store
 from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
@@ -38,9 +38,10 @@ async def watching(
             on_change=workers.dispatch,
             metrics=metrics,
             namespace=namespace,
-            label_selector=watch_selector(kind),
+            label_selector=selector,
         )
         for kind in kinds
+        for selector in watch_selectors(kind)
     ]
     tasks: list[asyncio.Task[Any]] = [asyncio.create_task(w.run(), name=w.name) for w in watchers]
     tasks.append(asyncio.create_task(workers.run(), name="workers"))

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client as kube_client
+from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import EVENT, POD, RAY_CLUSTER, SERVICE, KubeClient, PatchType
+from ray_operator.runtime.client import REQUEST_CONNECTIONS, load_api_client
 from ray_operator.runtime.errors import (
     AlreadyExists,
     Conflict,
@@ -184,3 +186,17 @@ async def test_repeated_events_are_aggregated_into_one_with_a_count(
         "noisy",
         cluster["metadata"]["uid"],
     )
+
+
+async def test_the_connection_pool_has_room_for_every_watch_beside_the_requests(
+    control_plane: LocalControlPlane, namespace: str
+) -> None:
+    """Each watch holds a connection while it runs: 130 watches (10 namespaces) must still leave
+    the requests their share, or every write would wait for a connection forever."""
+    api = await load_api_client(control_plane.kubeconfig, watches=130)
+    try:
+        assert api.rest_client.pool_manager.connector.limit == 130 + REQUEST_CONNECTIONS
+        listed = await KubeClient(api, metrics=Metrics()).list(POD, namespace=namespace)
+        assert listed.items == []
+    finally:
+        await api.close()

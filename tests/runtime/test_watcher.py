@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from ray_operator.metrics import Metrics
-from ray_operator.runtime import OWNED_SELECTOR, POD, KubeClient
+from ray_operator.runtime import OWNED_SELECTOR, POD, SERVICE, KubeClient
 from ray_operator.runtime.errors import Gone, ServerError, TransportError, error_from_status
+from ray_operator.runtime.kinds import SERVICE_SELECTORS
 from ray_operator.runtime.store import Change, Store
 from ray_operator.runtime.watcher import ReconnectBackoff, Watcher
 
@@ -224,3 +226,60 @@ async def test_a_broken_watch_marks_its_kind_unsynced_until_the_relist_is_applie
         await eventually(lambda: store.synced(POD, namespace), poll=0.005)
         await client.create(POD, pod("later", namespace, owned=True))
         await eventually(lambda: store.get(POD, namespace, "later") is not None)
+
+
+def service(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"clusterIP": "None", "selector": {"ray.io/cluster": "c"}},
+    }
+
+
+async def test_a_service_moving_between_the_selectors_of_its_kind_stays_cached(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    """Services are watched through several disjoint selectors into one cache: relabelled from
+    one to another, the first watch says DELETED, the second ADDED — in either order, the cache
+    ends up with the Service; deleted, it ends up without."""
+    store = Store()
+    watchers = [
+        Watcher(
+            client,
+            store,
+            SERVICE,
+            namespace=namespace,
+            label_selector=selector,
+            on_change=lambda change: None,
+            metrics=metrics,
+        )
+        for selector in SERVICE_SELECTORS
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for watcher in watchers:
+            await stack.enter_async_context(watching(watcher))
+        await client.create(SERVICE, service("s", namespace, {"ray.io/node-type": "head"}))
+        await eventually(lambda: store.get(SERVICE, namespace, "s") is not None)
+        for _ in range(5):  # back and forth: both arrival orders get their chances
+            for labels in (
+                {"ray.io/node-type": None, "ray.io/serve": "s-serve"},
+                {"ray.io/serve": None, "ray.io/headless-worker-svc": "c"},
+                {"ray.io/headless-worker-svc": None, "ray.io/node-type": "head"},
+            ):
+                updated = await client.patch(
+                    SERVICE, "s", {"metadata": {"labels": labels}}, namespace=namespace
+                )
+                version = updated["metadata"]["resourceVersion"]
+                await eventually(
+                    lambda v=version: (
+                        (store.get(SERVICE, namespace, "s") or {})
+                        .get("metadata", {})
+                        .get("resourceVersion")
+                        == v
+                    )
+                )
+        await asyncio.sleep(0.5)  # the last watch's DELETED, if late, must not remove it
+        assert store.get(SERVICE, namespace, "s") is not None
+        await client.delete(SERVICE, "s", namespace=namespace)
+        await eventually(lambda: store.get(SERVICE, namespace, "s") is None)

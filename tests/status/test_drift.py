@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from ray_operator.builders.services import build_head_service
-from ray_operator.status.drift import owner_description, repair_patch
+from ray_operator.status.drift import owner_description, repair_patch, selector_patch
 
 from tests.builders.clusters import raycluster as minimal_cluster
 
@@ -80,3 +80,26 @@ def test_the_owner_is_named_in_a_conflict_message() -> None:
     }
     assert owner_description(owned) == "belongs to RayCluster b (uid u2)"
     assert owner_description({"metadata": {}}) == "is not owned by any object"
+
+
+def _service_selecting(selector: dict[str, str]) -> dict[str, object]:
+    return {"kind": "Service", "spec": {"selector": selector}}
+
+
+def test_a_selector_patch_removes_the_keys_we_do_not_select_by() -> None:
+    ours = {"ray.io/cluster": "c", "ray.io/node-type": "head"}
+    kuberays = {**ours, "app.kubernetes.io/created-by": "kuberay-operator"}
+    patch = selector_patch(_service_selecting(ours), _service_selecting(kuberays))
+    assert patch == {"spec": {"selector": {"app.kubernetes.io/created-by": None}}}
+
+
+def test_a_selector_patch_moves_the_service_to_another_cluster() -> None:
+    old = {"ray.io/cluster": "c-1", "ray.io/node-type": "head"}
+    new = {"ray.io/cluster": "c-2", "ray.io/node-type": "head"}
+    patch = selector_patch(_service_selecting(new), _service_selecting(old))
+    assert patch == {"spec": {"selector": {"ray.io/cluster": "c-2"}}}
+
+
+def test_an_exact_selector_needs_no_patch() -> None:
+    selector = {"ray.io/cluster": "c", "ray.io/node-type": "head"}
+    assert selector_patch(_service_selecting(selector), _service_selecting(dict(selector))) is None

@@ -216,6 +216,14 @@ RAYJOB_CASES = [
         "SidecarMode",
     ),
     case(
+        "sidecar-with-submitter-config",
+        JOB,
+        NO_SUBMITTER,
+        put("spec.submissionMode", "SidecarMode"),
+        put("spec.submitterConfig", {"backoffLimit": 1}),
+        expect="spec.submitterConfig: Forbidden: not supported when submissionMode is SidecarMode",
+    ),
+    case(
         "sidecar-with-restarting-head",
         JOB,
         NO_SUBMITTER,
@@ -223,6 +231,22 @@ RAYJOB_CASES = [
         put(f"{JOB_CLUSTER}.headGroupSpec.template.spec.restartPolicy", "OnFailure"),
         expect=f"{JOB_CLUSTER}.headGroupSpec.template.spec.restartPolicy: Invalid value: "
         '"OnFailure": must be Never or unset when submissionMode is SidecarMode',
+    ),
+    case(
+        "sidecar-name-taken-in-head",
+        JOB,
+        NO_SUBMITTER,
+        put("spec.submissionMode", "SidecarMode"),
+        put(
+            f"{JOB_CLUSTER}.headGroupSpec.template.spec.containers",
+            [
+                {"name": "ray-head", "image": "rayproject/ray:2.52.0"},
+                {"name": "ray-job-submitter", "image": "rayproject/ray:2.52.0"},
+            ],
+        ),
+        expect=f"{JOB_CLUSTER}.headGroupSpec.template.spec.containers[1].name: Invalid value: "
+        '"ray-job-submitter": is the name of the submitter container SidecarMode adds to the '
+        "head Pod",
     ),
     case(
         "unknown-submission-mode",

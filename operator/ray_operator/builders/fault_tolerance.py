@@ -4,10 +4,16 @@ With GCS FT on, the head stores cluster metadata outside its own process — in 
 default backend) or in an embedded RocksDB on a PersistentVolumeClaim — so that a new head can
 take over and workers survive the gap. This module writes the env vars, rayStartParams,
 annotations and volumes that make Ray do so, and builds the PVC of the embedded backend
-(`build_gcs_storage_pvc`, KubeRay's `BuildGCSStoragePVC`).
+(`build_gcs_storage_pvc`, KubeRay's `BuildGCSStoragePVC`), with the two decisions about a claim
+that already exists: what differs that cannot be changed in place (`gcs_storage_pvc_drift`), and
+the one write that adopts it (`gcs_storage_pvc_adoption_patch`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import append_env, has_env, set_env_default
@@ -24,6 +30,7 @@ from ray_operator.builders.manifest import (
     spec,
 )
 from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.quantity import InvalidQuantityError, Quantity
 
 # A worker waits this long for a restarted GCS before its raylet gives up; Ray's default (60 s)
 # is shorter than a new head usually needs (~120 s), so workers would die needlessly.
@@ -145,3 +152,83 @@ def build_gcs_storage_pvc(cluster: ClusterLike) -> JSON:
     if storage.get("deletionPolicy") != "Retain" and owner_references(manifest):
         meta["ownerReferences"] = owner_references(manifest)
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": pvc_spec}
+
+
+def retains_gcs_storage(cluster: ClusterLike) -> bool:
+    """Whether the operator-made PVC outlives the cluster (`storage.deletionPolicy: Retain`)."""
+    storage = (spec(as_manifest(cluster)).get("gcsFaultToleranceOptions") or {}).get("storage")
+    return (storage or {}).get("deletionPolicy") == "Retain"
+
+
+def gcs_storage_pvc_drift(desired: JSON, existing: Mapping[str, Any]) -> str:
+    """What differs between the PVC we would build and the one that exists ("": nothing).
+
+    Only what cannot be changed in place is compared (KubeRay's `gcsStoragePVCDrift`): requested
+    size, an explicitly chosen storageClassName (an omitted one is filled in by the API server
+    with the default class) and the access modes as a set. Nothing is repaired: a PVC is not
+    reconfigured in place, so the difference is reported.
+    """
+    differences: list[str] = []
+    wanted = _requested_storage(desired)
+    found = _requested_storage(existing)
+    if _quantity_or_text(wanted) != _quantity_or_text(found):
+        differences.append(f"requested size {wanted} != current {found}")
+    wanted_class = desired["spec"].get("storageClassName")
+    found_class = (existing.get("spec") or {}).get("storageClassName")
+    if wanted_class is not None and wanted_class != found_class:
+        differences.append(
+            f"storageClassName {wanted_class} != current {found_class or '<default>'}"
+        )
+    wanted_modes = list(desired["spec"].get("accessModes") or [])
+    found_modes = list((existing.get("spec") or {}).get("accessModes") or [])
+    if sorted(map(str, wanted_modes)) != sorted(map(str, found_modes)):
+        differences.append(f"accessModes {wanted_modes} != current {found_modes}")
+    return "; ".join(differences)
+
+
+def gcs_storage_pvc_adoption_patch(
+    cluster: ClusterLike, existing: Mapping[str, Any]
+) -> JSON | None:
+    """The merge patch that makes an existing `<cluster>-gcs-pvc` this cluster's; None: none needed.
+
+    As KubeRay: the controller reference to the RayCluster is added (deleted with the cluster),
+    or removed under `deletionPolicy: Retain`, so a policy change applies to a provisioned PVC.
+    Ours besides: a claim without the `ray.io/cluster` label gets it, or the label-selected cache
+    would never see it. A claim controlled by something else is not touched (`ValueError`).
+    A PVC KubeRay made for this cluster needs no patch. The patch carries the resourceVersion:
+    it fails on a claim that changed since it was read.
+    """
+    manifest = as_manifest(cluster)
+    meta = existing.get("metadata") or {}
+    references = list(meta.get("ownerReferences") or [])
+    uid = metadata(manifest).get("uid")
+    controller = next((r for r in references if r.get("controller")), None)
+    if controller is not None and controller.get("uid") != uid:
+        raise ValueError(
+            f"PersistentVolumeClaim {meta.get('name')} is controlled by "
+            f"{controller.get('kind')} {controller.get('name')}, not this RayCluster"
+        )
+    patch_meta: JSON = {}
+    if retains_gcs_storage(manifest) and controller is not None:
+        patch_meta["ownerReferences"] = [r for r in references if r is not controller]
+    elif not retains_gcs_storage(manifest) and controller is None:
+        patch_meta["ownerReferences"] = [*references, *owner_references(manifest)]
+    if (meta.get("labels") or {}).get(names.CLUSTER_LABEL) != cluster_name(manifest):
+        patch_meta["labels"] = {names.CLUSTER_LABEL: cluster_name(manifest)}
+    if not patch_meta:
+        return None
+    patch_meta["resourceVersion"] = meta.get("resourceVersion")
+    return {"metadata": patch_meta}
+
+
+def _requested_storage(pvc: Mapping[str, Any]) -> str:
+    requests = ((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    return str(requests.get("storage", ""))
+
+
+def _quantity_or_text(text: str) -> Fraction | str:
+    """The amount `text` means (so 1Gi equals 1024Mi), or the text itself if it is none."""
+    try:
+        return Quantity.parse(text).amount
+    except InvalidQuantityError:
+        return text

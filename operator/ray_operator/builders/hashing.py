@@ -1,66 +1,110 @@
-"""The Pod-template hash that `upgradeStrategy.type: Recreate` compares.
+"""KubeRay's spec hash, value for value: `ray.io/upgrade-strategy-recreate-hash` on head Pods and
+`ray.io/hash-without-replicas-and-workers-to-delete` on a RayService's clusters.
 
-Definition: SHA-1 over the canonical JSON (sorted keys, no whitespace) of the RayCluster spec
-with the fields that must not restart Pods removed, printed in base32hex (the encoding KubeRay
-uses, so the annotation looks alike; the value itself differs from KubeRay's because Go orders
-JSON by struct field, not by key).
+KubeRay's `GenerateHashWithoutReplicasAndWorkersToDelete` takes a typed `RayClusterSpec`, mutes
+what must not restart Pods — each worker group's `replicas`, `minReplicas`, `maxReplicas` and
+`scaleStrategy.workersToDelete` (the autoscaler changes them), every template's `tolerations` and
+`schedulingGates` (Kueue injects them after creation) and `upgradeStrategy` — and prints the SHA-1
+of Go's `json.Marshal` of the rest in base32hex. `spec_hash` does the same over the spec as the
+API server stores it (CRD defaults applied, nothing else: KubeRay hashes what it reads), with
+`go_json` writing Go's exact bytes, so a takeover from KubeRay, or back, recreates nothing.
 
-Removed, as in KubeRay's `GenerateHashWithoutReplicasAndWorkersToDelete`: `replicas`,
-`minReplicas`, `maxReplicas`, `scaleStrategy.workersToDelete` (the autoscaler changes them
-constantly), every template's `tolerations` and `schedulingGates` (Kueue injects them after
-creation) and `upgradeStrategy` itself. Also removed, which KubeRay does not: `suspend` of the
-cluster and of each group, since suspending already deletes Pods and resuming must not count as
-an upgrade.
-
-The spec is first passed through the generated model, which applies the CRD defaults: the hash
-is then the same whether it is computed from a typed RayCluster, the API server's copy
-(defaults applied) or a raw manifest (defaults missing).
+The head Pod's hash covers the whole spec, `suspend` included, after the one default KubeRay's
+RayCluster controller applies in memory before hashing (`setDefaults`: an absent `rayStartParams`
+becomes `{}`); a RayService's covers its `rayClusterConfig` as stored, without `suspend` (KubeRay's
+`rayClusterSpecForHashing`), see `builders.rayservice`. A spec Go could not decode raises
+`GoDecodeError`.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
-import json
+from collections.abc import Mapping
 from typing import Any
 
-from ray_io.v1 import RayClusterSpec
+from ray_operator.builders.go_json import GoDecodeError, marshal
+from ray_operator.builders.manifest import ClusterLike
 
-from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest, spec
+__all__ = ["GoDecodeError", "pod_template_hash", "spec_hash", "spec_hash_of_first_groups"]
 
-_WORKER_SCALING_FIELDS = ("replicas", "minReplicas", "maxReplicas", "suspend")
-_SCHEDULING_FIELDS = ("tolerations", "schedulingGates")
+_WORKER_SCALING_FIELDS = frozenset({"replicas", "minReplicas", "maxReplicas"})
+_SCHEDULING_FIELDS = frozenset({"tolerations", "schedulingGates"})
 
 
 def pod_template_hash(cluster: ClusterLike) -> str:
-    """The Recreate-upgrade hash of a RayCluster's spec (see the module docstring)."""
-    defaulted = RayClusterSpec.model_validate(spec(as_manifest(cluster)))
-    return _hash_json(_hashed_spec(defaulted.model_dump(by_alias=True, exclude_none=True)))
+    """`ray.io/upgrade-strategy-recreate-hash` of a RayCluster as stored (see the module doc)."""
+    if isinstance(cluster, Mapping):
+        cluster_spec = cluster.get("spec") or {}
+    else:
+        cluster_spec = cluster.model_dump(mode="json", by_alias=True, exclude_none=True)["spec"]
+    return spec_hash(cluster_spec, ray_start_params_default=True)
 
 
-def _hashed_spec(cluster_spec: JSON) -> JSON:
-    result = copy.deepcopy(cluster_spec)
-    result.pop("upgradeStrategy", None)
-    result.pop("suspend", None)
-    _drop_scheduling_fields(result.get("headGroupSpec") or {})
-    for group in result.get("workerGroupSpecs") or []:
-        for field in _WORKER_SCALING_FIELDS:
-            group.pop(field, None)
-        (group.get("scaleStrategy") or {}).pop("workersToDelete", None)
-        if group.get("scaleStrategy") == {}:
-            group.pop("scaleStrategy")
-        _drop_scheduling_fields(group)
+def spec_hash(cluster_spec: Mapping[str, Any], *, ray_start_params_default: bool = False) -> str:
+    """KubeRay's `GenerateHashWithoutReplicasAndWorkersToDelete` of a RayClusterSpec as stored;
+    `ray_start_params_default` first applies the RayCluster controller's `setDefaults`."""
+    muted = _muted_spec(
+        cluster_spec,
+        worker_groups=cluster_spec.get("workerGroupSpecs"),
+        ray_start_params_default=ray_start_params_default,
+    )
+    return _hash(muted)
+
+
+def spec_hash_of_first_groups(cluster_spec: Mapping[str, Any], count: int) -> str | None:
+    """`spec_hash` as if the spec had only its first `count` worker groups (KubeRay's partial
+    comparison, which lets a RayService add groups at the end without a new cluster); None when
+    the spec has fewer than `count` groups (KubeRay then compares with an empty hash)."""
+    groups = cluster_spec.get("workerGroupSpecs") or []
+    if not isinstance(groups, list) or count < 0 or len(groups) < count:
+        return None
+    return _hash(_muted_spec(cluster_spec, worker_groups=groups[:count]))
+
+
+def _muted_spec(
+    cluster_spec: Mapping[str, Any], *, worker_groups: Any, ray_start_params_default: bool = False
+) -> dict[str, Any]:
+    """A shallow copy of the spec with KubeRay's muted fields removed (the Go encoder writes a
+    removed pointer as KubeRay's nil: omitted, or `null` where the field has no omitempty)."""
+    muted = {key: value for key, value in cluster_spec.items() if key != "upgradeStrategy"}
+    head = cluster_spec.get("headGroupSpec")
+    if isinstance(head, Mapping):
+        muted["headGroupSpec"] = _without_scheduling_fields(head, ray_start_params_default)
+    if isinstance(worker_groups, list):
+        muted["workerGroupSpecs"] = [
+            _muted_group(group, ray_start_params_default) for group in worker_groups
+        ]
+    return muted
+
+
+def _muted_group(group: Any, ray_start_params_default: bool) -> Any:
+    if not isinstance(group, Mapping):
+        return group  # not a group at all: the encoder reports it
+    muted = {key: value for key, value in group.items() if key not in _WORKER_SCALING_FIELDS}
+    scale_strategy = group.get("scaleStrategy")
+    if isinstance(scale_strategy, Mapping):
+        muted["scaleStrategy"] = {
+            key: value for key, value in scale_strategy.items() if key != "workersToDelete"
+        }
+    return _without_scheduling_fields(muted, ray_start_params_default)
+
+
+def _without_scheduling_fields(
+    group: Mapping[str, Any], ray_start_params_default: bool
+) -> dict[str, Any]:
+    result = dict(group)
+    if ray_start_params_default and group.get("rayStartParams") is None:
+        result["rayStartParams"] = {}  # KubeRay's setDefaults: nil becomes an empty map
+    template = group.get("template")
+    if isinstance(template, Mapping) and isinstance(template.get("spec"), Mapping):
+        pod_spec = {
+            key: value for key, value in template["spec"].items() if key not in _SCHEDULING_FIELDS
+        }
+        result["template"] = {**template, "spec": pod_spec}
     return result
 
 
-def _drop_scheduling_fields(group: JSON) -> None:
-    pod_spec = (group.get("template") or {}).get("spec") or {}
-    for field in _SCHEDULING_FIELDS:
-        pod_spec.pop(field, None)
-
-
-def _hash_json(value: Any) -> str:
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha1(canonical.encode(), usedforsecurity=False).digest()
+def _hash(cluster_spec: Mapping[str, Any]) -> str:
+    digest = hashlib.sha1(marshal(cluster_spec), usedforsecurity=False).digest()
     return base64.b32hexencode(digest).decode()

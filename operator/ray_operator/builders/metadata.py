@@ -4,8 +4,10 @@ KubeRay's label set (`common/pod.go: labelPod`, `common/service.go: HeadServiceL
 Ray's autoscaler, dashboards and users select by, so it is reproduced exactly. Users may add labels
 through the Pod template or a group's `labels` field; they may not override the cluster, group and
 node-type labels (KubeRay's rule) nor, in ours, `app.kubernetes.io/created-by`: the runtime watches
-Services, Jobs and RBAC objects by that label. Pods are watched by `ray.io/cluster`, so a Pod
-whose `created-by` label someone removed is still seen (and still counted, being owned).
+Jobs and RBAC objects by that label (either operator's value). Pods are watched by
+`ray.io/cluster`, so a Pod whose `created-by` label someone removed is still seen (and still
+counted, being owned). No selector of ours requires `created-by`: the other operator's Pods must
+match too (a takeover either way).
 """
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ def pod_labels(
 
 
 def head_service_selector(cluster: JSON) -> dict[str, str]:
-    """What the head Service selects, and the labels it carries (KubeRay's `HeadServiceLabels`)."""
+    """What the head Service selects: KubeRay's `HeadServiceLabels` without `created-by`.
+
+    KubeRay's selector also requires `app.kubernetes.io/created-by=kuberay-operator`; ours must
+    not require either operator's value: after a takeover (either way) the head Pod may be made
+    by the other operator, and a head Service that does not select it leaves workers without a
+    GCS address. The Service still carries the label (`head_service_labels`).
+    """
     return {
         names.CLUSTER_LABEL: cluster_name(cluster),
         names.NODE_TYPE_LABEL: names.HEAD_NODE,
         names.IDENTIFIER_LABEL: identifier(cluster, names.HEAD_NODE),
         names.APP_NAME_LABEL: names.APP_NAME,
-        names.CREATED_BY_LABEL: names.CREATED_BY,
     }
 
 
@@ -66,7 +73,7 @@ def owner_references(cluster: JSON) -> list[JSON]:
 
 def dependent_metadata(cluster: JSON, *, name: str) -> JSON:
     """Metadata of an object a RayCluster owns besides Pods and Services (RBAC, Secrets): its
-    cluster label and our created-by label (the runtime watches by it), and an owner reference."""
+    cluster label and our created-by label (RBAC is watched by it), and an owner reference."""
     meta: JSON = {
         "name": name,
         "namespace": cluster_namespace(cluster),

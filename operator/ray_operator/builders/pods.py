@@ -316,10 +316,12 @@ def _pod_metadata(draft: _PodDraft, *, name: str) -> JSON:
     meta = draft.meta
     meta["name"] = name
     meta["namespace"] = cluster_namespace(draft.cluster)
-    meta["annotations"][names.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION] = pod_template_hash(
-        draft.cluster
-    )
-    meta["annotations"][names.KUBERAY_VERSION_ANNOTATION] = names.KUBERAY_VERSION
+    if draft.node_type == names.HEAD_NODE:
+        # Only the head, as KubeRay (`createHeadPod`): the Recreate upgrade reads the head's.
+        meta["annotations"][names.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION] = pod_template_hash(
+            draft.cluster
+        )
+        meta["annotations"][names.KUBERAY_VERSION_ANNOTATION] = names.KUBERAY_VERSION
     restart = cluster_annotations(draft.cluster).get(names.RESTART_ANNOTATION)
     if restart is not None:
         meta["annotations"][names.RESTART_ANNOTATION] = restart

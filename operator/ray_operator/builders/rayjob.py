@@ -1,17 +1,18 @@
-"""What a RayJob creates, built purely: its RayCluster, its submitter Job, its head Service, and
-the body of an HTTP-mode submission.
+"""What a RayJob creates, built purely: its RayCluster (in SidecarMode with the submitter as a
+container of the head Pod), its submitter Job, its head Service, and the body of an HTTP-mode
+submission.
 
 Mirrors KubeRay's `rayjob_controller.go` (`constructRayClusterForRayJob`, `getSubmitterTemplate`,
-`createNewK8sJob`) and `common/job.go` (`BuildJobSubmitCommand`, `GetDefaultSubmitterContainer`,
-`BuildHeadServiceForRayJob`). Everything we create carries our `app.kubernetes.io/created-by`
-label, because the runtime watches owned Jobs and Services through it.
+`getSubmitterContainer`, `createNewK8sJob`) and `common/job.go` (`BuildJobSubmitCommand`,
+`GetDefaultSubmitterContainer`, `BuildHeadServiceForRayJob`), down to the submit command's
+quoting, so what we build equals what KubeRay built for the same RayJob. The Jobs and Services we
+create carry our `app.kubernetes.io/created-by` label, because the runtime watches them through it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,11 @@ from ray_operator.dashboard.models import JobSubmission
 Object = Mapping[str, Any]
 
 JOB_SUBMISSION_MODE_LABEL = "ray.io/job-submission-mode"
+# On a SidecarMode cluster: once provisioned, a lost head Pod is not recreated (the RayCluster
+# controller reads it): a new head would run the submitter again under a used submission id.
+DISABLE_PROVISIONED_HEAD_RESTART_ANNOTATION = "ray.io/disable-provisioned-head-restart"
 SUBMITTER_CONTAINER_NAME = "ray-job-submitter"
+SIDECAR_MODE = "SidecarMode"
 ENV_RAY_DASHBOARD_ADDRESS = "RAY_DASHBOARD_ADDRESS"
 ENV_RAY_JOB_SUBMISSION_ID = "RAY_JOB_SUBMISSION_ID"
 # KubeRay's submitter retries `ray job submit` at most 3 times: enough for a dashboard hiccup,
@@ -76,8 +81,16 @@ def originated_labels(owner: Object) -> dict[str, str]:
     }
 
 
-def build_cluster_for_job(rayjob: Object, *, name: str) -> JSON:
-    """The RayCluster of a RayJob: its `rayClusterSpec`, its labels and annotations, owned by it."""
+def build_cluster_for_job(
+    rayjob: Object, *, name: str, submission_id: str = "", dashboard_address: str = ""
+) -> JSON:
+    """The RayCluster of a RayJob: its `rayClusterSpec`, its labels and annotations, owned by it.
+
+    In SidecarMode the head Pod template also gets the submitter container (submitting
+    `submission_id` to the dashboard next to it) and `restartPolicy: Never`, as KubeRay builds it;
+    `dashboard_address` is the RayJob's `status.dashboardURL` at that moment (empty until the
+    cluster is ready, so in practice always empty, as in KubeRay).
+    """
     metadata = rayjob["metadata"]
     spec = rayjob.get("spec") or {}
     labels = {
@@ -85,6 +98,24 @@ def build_cluster_for_job(rayjob: Object, *, name: str) -> JSON:
         **originated_labels(rayjob),
         JOB_SUBMISSION_MODE_LABEL: submission_mode(rayjob),
     }
+    annotations = dict(metadata.get("annotations") or {})
+    cluster_spec: JSON = copy.deepcopy(dict(spec.get("rayClusterSpec") or {}))
+    if submission_mode(rayjob) == SIDECAR_MODE:
+        annotations[DISABLE_PROVISIONED_HEAD_RESTART_ANNOTATION] = "true"
+        head_group = cluster_spec.setdefault("headGroupSpec", {})
+        pod_spec = head_group.setdefault("template", {}).setdefault("spec", {})
+        pod_spec.setdefault("containers", []).append(
+            build_sidecar_submitter(
+                rayjob,
+                cluster_name=name,
+                cluster_spec=cluster_spec,
+                submission_id=submission_id,
+                dashboard_address=dashboard_address,
+            )
+        )
+        # No head restart: a restarted Pod would run `ray job submit` a second time (KubeRay
+        # retries a SidecarMode job only as a whole, with a new cluster and submission id).
+        pod_spec["restartPolicy"] = "Never"
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
@@ -92,10 +123,56 @@ def build_cluster_for_job(rayjob: Object, *, name: str) -> JSON:
             "name": name,
             "namespace": metadata["namespace"],
             "labels": labels,
-            "annotations": dict(metadata.get("annotations") or {}),
+            "annotations": annotations,
             "ownerReferences": [owner_reference(rayjob)],
         },
-        "spec": copy.deepcopy(spec.get("rayClusterSpec") or {}),
+        "spec": cluster_spec,
+    }
+
+
+def build_sidecar_submitter(
+    rayjob: Object,
+    *,
+    cluster_name: str,
+    cluster_spec: Object,
+    submission_id: str,
+    dashboard_address: str,
+) -> JSON:
+    """SidecarMode's submitter container for the head Pod (KubeRay's `getSubmitterContainer`):
+    the default submitter running `ray job submit` against the dashboard on 127.0.0.1."""
+    container = _default_submitter_container(cluster_spec)
+    container["command"] = ["/bin/bash", "-ce", "--"]
+    container["args"] = [" ".join(sidecar_submit_command(rayjob, submission_id=submission_id))]
+    container["env"] = _submitter_env(dashboard_address, submission_id)
+    if (cluster_spec.get("authOptions") or {}).get("mode") == "token":
+        token_auth_env(
+            container, cluster_spec=dict(cluster_spec), pod_spec=None, cluster_name=cluster_name
+        )
+    return container
+
+
+def _submitter_env(dashboard_address: str, submission_id: str) -> list[JSON]:
+    # An empty value is left out, as Kubernetes (and KubeRay's Go structs) write it.
+    pairs = (
+        ("PYTHONUNBUFFERED", "1"),
+        (ENV_RAY_DASHBOARD_ADDRESS, dashboard_address),
+        (ENV_RAY_JOB_SUBMISSION_ID, submission_id),
+    )
+    return [{"name": name, "value": value} if value else {"name": name} for name, value in pairs]
+
+
+def _default_submitter_container(cluster_spec: Object) -> JSON:
+    """KubeRay's `GetDefaultSubmitterContainer`: the head's image, small fixed resources."""
+    head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+    image = ((head.get("spec") or {}).get("containers") or [{}])[0].get("image")
+    return {
+        "name": SUBMITTER_CONTAINER_NAME,
+        # The head's image, so `ray job submit` matches the cluster's Ray version.
+        "image": image,
+        "resources": {
+            "limits": {"cpu": "1", "memory": "1Gi"},
+            "requests": {"cpu": "500m", "memory": "200Mi"},
+        },
     }
 
 
@@ -148,61 +225,87 @@ def job_submit_command(rayjob: Object, *, dashboard_address: str, submission_id:
     `ray job submit` alone would submit twice when the Job's Pod is retried (kuberay#2154), so the
     command first asks `ray job status` whether the submission id exists.
     """
-    spec = rayjob.get("spec") or {}
     address = dashboard_address if "://" in dashboard_address else "http://" + dashboard_address
-    health = _HEALTH_COMMAND.format(
-        url=f"{address}/{GCS_HEALTH_PATH}", timeout=GCS_HEALTH_TIMEOUT_SECONDS
-    )
-    command = [
-        "until",
-        health,
-        ">/dev/null",
-        "2>&1",
-        ";",
-        "do",
-        "echo",
-        json.dumps(f"Waiting for Ray Dashboard GCS to become healthy at {address} ..."),
-        ";",
-        "sleep",
-        "2",
-        ";",
-        "done",
-        ";",
-    ]
-    command += [
-        "if",
-        "!",
-        "ray",
-        "job",
-        "status",
-        "--address",
-        address,
-        submission_id,
-        ">/dev/null",
-        "2>&1",
-        ";",
-        "then",
-    ]
+    command = _wait_for_gcs(address, health_url=f"{address}/{GCS_HEALTH_PATH}")
+    command += ["if", "!", "ray", "job", "status", "--address", address, submission_id]
+    command += [">/dev/null", "2>&1", ";", "then"]
     command += ["ray", "job", "submit", "--address", address, "--no-wait"]
-    env = runtime_env(rayjob)
-    if env:
-        command += ["--runtime-env-json", shlex.quote(json.dumps(env, separators=(",", ":")))]
-    if spec.get("metadata"):
-        command += [
-            "--metadata-json",
-            shlex.quote(json.dumps(spec["metadata"], separators=(",", ":"))),
-        ]
-    command += ["--submission-id", submission_id]
-    if spec.get("entrypointNumCpus"):
-        command += ["--entrypoint-num-cpus", f"{float(spec['entrypointNumCpus']):f}"]
-    if spec.get("entrypointNumGpus"):
-        command += ["--entrypoint-num-gpus", f"{float(spec['entrypointNumGpus']):f}"]
-    if spec.get("entrypointResources"):
-        command += ["--entrypoint-resources", shlex.quote(str(spec["entrypointResources"]))]
-    # The entrypoint is a shell command line on purpose (KubeRay passes it unquoted).
-    command += ["--", str(spec.get("entrypoint") or "").strip(), ";", "fi", ";"]
+    command += _submission_words(rayjob, submission_id=submission_id)
+    command += ["fi", ";"]
     command += ["ray", "job", "logs", "--address", address, "--follow", submission_id]
     return command
+
+
+def sidecar_submit_command(rayjob: Object, *, submission_id: str) -> list[str]:
+    """KubeRay's SidecarMode shell words: wait for the GCS, then `ray job submit` and wait for it.
+
+    The sidecar shares the head's network namespace, so it talks to 127.0.0.1 at the head
+    container's `dashboard` port. It submits without the status check: the head Pod never
+    restarts (`restartPolicy: Never`), so the command runs once; `ray job submit` without
+    `--no-wait` follows the job and exits non-zero when it fails, which is how the controller
+    learns that the submission or the job failed (the container's exit code).
+    """
+    port = dashboard_port(rayjob)
+    address = f"http://127.0.0.1:{port}"
+    command = _wait_for_gcs(address, health_url=f"http://localhost:{port}/{GCS_HEALTH_PATH}")
+    command += ["ray", "job", "submit", "--address", address]
+    return command + _submission_words(rayjob, submission_id=submission_id)
+
+
+def dashboard_port(rayjob: Object) -> int:
+    """The head container's port named `dashboard` in `rayClusterSpec`, else 8265."""
+    head = (((rayjob.get("spec") or {}).get("rayClusterSpec") or {}).get("headGroupSpec")) or {}
+    containers = ((head.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    for port in containers[0].get("ports") or ():
+        if port.get("name") == "dashboard" and port.get("containerPort"):
+            return int(port["containerPort"])
+    return names.DASHBOARD_PORT
+
+
+def _wait_for_gcs(address: str, *, health_url: str) -> list[str]:
+    health = _HEALTH_COMMAND.format(url=health_url, timeout=GCS_HEALTH_TIMEOUT_SECONDS)
+    message = json.dumps(f"Waiting for Ray Dashboard GCS to become healthy at {address} ...")
+    return [
+        "until", health, ">/dev/null", "2>&1", ";",
+        "do", "echo", message, ";", "sleep", "2", ";", "done", ";",
+    ]  # fmt: skip
+
+
+def _submission_words(rayjob: Object, *, submission_id: str) -> list[str]:
+    """`ray job submit`'s options after `--address`, the entrypoint and the closing `;`."""
+    spec = rayjob.get("spec") or {}
+    words: list[str] = []
+    env = runtime_env(rayjob)
+    if env:
+        words += ["--runtime-env-json", _double_quoted(_compact_json(env))]
+    if spec.get("metadata"):
+        words += ["--metadata-json", _double_quoted(_compact_json(spec["metadata"]))]
+    if submission_id:
+        words += ["--submission-id", submission_id]
+    if spec.get("entrypointNumCpus"):
+        words += ["--entrypoint-num-cpus", f"{float(spec['entrypointNumCpus']):f}"]
+    if spec.get("entrypointNumGpus"):
+        words += ["--entrypoint-num-gpus", f"{float(spec['entrypointNumGpus']):f}"]
+    if spec.get("entrypointResources"):
+        words += ["--entrypoint-resources", _double_quoted(str(spec["entrypointResources"]))]
+    # The entrypoint is a shell command line on purpose (KubeRay passes it unquoted).
+    return [*words, "--", str(spec.get("entrypoint") or "").strip(), ";"]
+
+
+def _compact_json(value: Any) -> str:
+    """JSON as KubeRay's Go code writes it: keys sorted, no spaces, UTF-8 kept."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _double_quoted(text: str) -> str:
+    """A bash double-quoted word, written as KubeRay's `strconv.Quote` writes it for JSON text.
+
+    Also escapes `$` and backquote, which KubeRay leaves for bash to expand: the same word
+    wherever KubeRay's is safe, and literal text where KubeRay's would run a substitution.
+    """
+    for char in ("\\", '"', "$", "`"):
+        text = text.replace(char, "\\" + char)
+    return f'"{text}"'
 
 
 def build_submitter_job(
@@ -223,12 +326,7 @@ def build_submitter_job(
                 )
             )
         ]
-    env = container.setdefault("env", [])
-    env += [
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-        {"name": ENV_RAY_DASHBOARD_ADDRESS, "value": dashboard_address},
-        {"name": ENV_RAY_JOB_SUBMISSION_ID, "value": submission_id},
-    ]
+    container.setdefault("env", []).extend(_submitter_env(dashboard_address, submission_id))
     cluster_spec = cluster.get("spec") or {}
     if (cluster_spec.get("authOptions") or {}).get("mode") == "token":
         token_auth_env(
@@ -262,17 +360,7 @@ def _submitter_template(spec: Object, cluster: Object) -> JSON:
         template.setdefault("spec", {}).setdefault("containers", [{}])
         template["spec"].setdefault("restartPolicy", "Never")
         return template
-    head = ((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("template") or {}
-    image = ((head.get("spec") or {}).get("containers") or [{}])[0].get("image")
-    container = {
-        "name": SUBMITTER_CONTAINER_NAME,
-        # The head's image, so `ray job submit` matches the cluster's Ray version.
-        "image": image,
-        "resources": {
-            "limits": {"cpu": "1", "memory": "1Gi"},
-            "requests": {"cpu": "500m", "memory": "200Mi"},
-        },
-    }
+    container = _default_submitter_container(cluster.get("spec") or {})
     return {"spec": {"containers": [container], "restartPolicy": "Never"}}
 
 

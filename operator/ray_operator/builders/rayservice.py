@@ -3,8 +3,9 @@ Serve config it PUTs (with the hash that says whether a cluster already has it).
 
 Mirrors KubeRay's `constructRayClusterForRayService`, `BuildServeServiceForRayService` and
 `BuildHeadServiceForRayService`. A cluster carries the hash of the `rayClusterConfig` it was built
-from (annotation `ray.io/hash-without-replicas-and-workers-to-delete`, as KubeRay): a RayService
-whose config hashes differently needs a new cluster (zero-downtime upgrade).
+from (annotation `ray.io/hash-without-replicas-and-workers-to-delete`, KubeRay's exact value, so
+clusters KubeRay made are recognised and ours are recognised by KubeRay): a RayService whose
+config hashes differently needs a new cluster (zero-downtime upgrade).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from ray_operator import labels as names
-from ray_operator.builders.hashing import pod_template_hash
+from ray_operator.builders.hashing import spec_hash, spec_hash_of_first_groups
 from ray_operator.builders.manifest import JSON
 from ray_operator.builders.naming import serve_service_name
 from ray_operator.builders.rayjob import (
@@ -26,12 +28,14 @@ from ray_operator.builders.rayjob import (
     originated_labels,
     owner_reference,
 )
+from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.builders.services import NoServePortError, head_ports
 
 Object = Mapping[str, Any]
 
 CLUSTER_HASH_ANNOTATION = "ray.io/hash-without-replicas-and-workers-to-delete"
 NUM_WORKER_GROUPS_ANNOTATION = "ray.io/num-worker-groups"
+_ATOI = re.compile(r"[+-]?[0-9]{1,18}")  # what Go's strconv.Atoi reads (within int64)
 
 
 class InvalidServeConfigError(ValueError):
@@ -39,12 +43,36 @@ class InvalidServeConfigError(ValueError):
 
 
 def cluster_config_hash(rayservice: Object) -> str:
-    """The hash of `rayClusterConfig`, ignoring what never needs a new cluster (replica counts,
-    workersToDelete, scheduling fields injected by queues, and `suspend`, which KubeRay hands to
-    Kueue once the cluster exists)."""
-    config = copy.deepcopy(dict((rayservice.get("spec") or {}).get("rayClusterConfig") or {}))
-    config.pop("suspend", None)
-    return pod_template_hash({"spec": config})
+    """KubeRay's `ray.io/hash-without-replicas-and-workers-to-delete` of `rayClusterConfig` as
+    stored: `hashing.spec_hash` without `suspend` (KubeRay's `rayClusterSpecForHashing`; KubeRay
+    hands `suspend` to Kueue once the cluster exists). Raises `hashing.GoDecodeError` for a
+    config KubeRay could not decode."""
+    return spec_hash(_config_for_hashing(rayservice))
+
+
+def cluster_config_hash_of_first_groups(rayservice: Object, count: int) -> str | None:
+    """`cluster_config_hash` over the first `count` worker groups only (None when the config has
+    fewer): KubeRay's partial comparison, true when groups were only added at the end."""
+    return spec_hash_of_first_groups(_config_for_hashing(rayservice), count)
+
+
+def is_cluster_spec_hash_equal(rayservice: Object, cluster: Object, *, partial: bool) -> bool:
+    """KubeRay's `isClusterSpecHashEqual`: the cluster's recorded hash equals the RayService's,
+    over all worker groups or (`partial`) over the `ray.io/num-worker-groups` it was built with."""
+    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+    recorded = str(annotations.get(CLUSTER_HASH_ANNOTATION, ""))
+    if not partial:
+        return recorded == cluster_config_hash(rayservice)
+    text = str(annotations.get(NUM_WORKER_GROUPS_ANNOTATION, ""))
+    if _ATOI.fullmatch(text) is None:
+        return True  # KubeRay: a count strconv.Atoi cannot read compares as equal
+    count = int(text)
+    return recorded == (cluster_config_hash_of_first_groups(rayservice, count) or "")
+
+
+def _config_for_hashing(rayservice: Object) -> dict[str, Any]:
+    config = (rayservice.get("spec") or {}).get("rayClusterConfig") or {}
+    return {key: value for key, value in config.items() if key != "suspend"}
 
 
 def build_cluster_for_service(rayservice: Object, *, name: str) -> JSON:
@@ -120,11 +148,12 @@ def build_head_service_for_service(rayservice: Object, cluster: Object) -> JSON:
 
 
 def serve_config(rayservice: Object) -> dict[str, Any]:
-    """`serveConfigV2` parsed (the body of `PUT /api/serve/applications/`)."""
+    """`serveConfigV2` parsed as KubeRay parses it (`serve_yaml`: the same loader as admission),
+    the body of `PUT /api/serve/applications/`."""
     text = (rayservice.get("spec") or {}).get("serveConfigV2") or ""
     try:
-        parsed = yaml.safe_load(text) if text else {}
-    except yaml.YAMLError as error:
+        parsed = load_serve_config(text) if text else {}
+    except (yaml.YAMLError, RecursionError, ValueError) as error:
         raise InvalidServeConfigError(f"spec.serveConfigV2 does not parse: {error}") from error
     if not isinstance(parsed, dict):
         raise InvalidServeConfigError("spec.serveConfigV2 must be a YAML mapping")

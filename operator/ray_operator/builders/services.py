@@ -6,7 +6,9 @@ serve 8000) plus always `metrics` 8080, sorted by name, with `appProtocol: tcp`.
 ClusterIP it is headless and publishes not-ready addresses: a cluster has one head Pod, and workers
 must resolve it before its probes pass. `headGroupSpec.headService` is a user-supplied Service that
 we complete rather than replace. Every Service also carries our `app.kubernetes.io/created-by` label
-(KubeRay's headless and serve Services carry none) because the runtime watches by it.
+(KubeRay's headless and serve Services carry none); the runtime finds Services by their `ray.io/*`
+labels (`runtime/kinds.py: SERVICE_SELECTORS`), and the head Service's selector leaves
+`created-by` out (KubeRay's has it), so it selects either operator's head Pod.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def build_head_service(cluster: ClusterLike, *, headless: bool = True) -> JSON:
     if headless and service_type == "ClusterIP":
         service_spec["clusterIP"] = "None"
         service_spec["publishNotReadyAddresses"] = True
-    meta = _meta(manifest, name=head_service_name(manifest), labels=dict(selector))
+    labels = {**selector, names.CREATED_BY_LABEL: names.CREATED_BY}
+    meta = _meta(manifest, name=head_service_name(manifest), labels=labels)
     if service_annotations:
         meta["annotations"] = service_annotations
     return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": service_spec}
@@ -111,7 +114,11 @@ def _complete_user_head_service(
     """Fill in a user's `headService`: our selector and labels win, `headServiceAnnotations` win."""
     meta = service.setdefault("metadata", {})
     meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-    meta["labels"] = {**(meta.get("labels") or {}), **selector}
+    meta["labels"] = {
+        **(meta.get("labels") or {}),
+        **selector,
+        names.CREATED_BY_LABEL: names.CREATED_BY,
+    }
     meta["name"] = meta.get("name") or head_service_name(cluster)
     meta["namespace"] = cluster_namespace(cluster)
     owners = owner_references(cluster)

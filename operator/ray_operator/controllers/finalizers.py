@@ -1,4 +1,4 @@
-"""Adding and removing our finalizer on a RayJob or RayService, as compare-and-swap writes.
+"""Adding and removing a finalizer (RayJob, RayService, RayCluster), as compare-and-swap writes.
 
 Both writes are conditional on what the cache showed: adding carries the resourceVersion, and
 removing tests the finalizer list first. A stale cache therefore makes the write fail (and the

@@ -26,6 +26,9 @@ reconcile (same key, serialised by the queue) runs right after, itself in parall
 Deleting a RayCluster deletes its Pods and Services explicitly — the operator does not rely on
 the garbage collector (there is none in the test control plane, and a cluster may be deleted
 while the operator is down: its orphans are found again through their `ray.io/cluster` label).
+The same goes for its Ingress, its owned GCS storage PVC and its Redis cleanup Job. A cluster
+with GCS fault tolerance on Redis carries KubeRay's `REDIS_CLEANUP_FINALIZER`: on delete its
+Pods go first, then the cleanup Job runs, then the finalizer goes (`finish_deletion`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import contextlib
 import datetime
 import itertools
 import logging
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -48,7 +52,23 @@ from ray_operator.builders.auth import (
     build_auth_secret,
     needs_generated_auth_secret,
 )
-from ray_operator.builders.manifest import is_autoscaling_enabled, spec
+from ray_operator.builders.fault_tolerance import (
+    build_gcs_storage_pvc,
+    gcs_storage_claim_name,
+    gcs_storage_pvc_adoption_patch,
+    gcs_storage_pvc_drift,
+)
+from ray_operator.builders.ingress import (
+    build_head_ingress,
+    ingress_annotation_patch,
+    wants_ingress,
+)
+from ray_operator.builders.manifest import (
+    is_autoscaling_enabled,
+    is_gcs_ft_embedded,
+    is_gcs_ft_enabled,
+    spec,
+)
 from ray_operator.builders.naming import check_name, random_suffix, replica_group_name
 from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.builders.rbac import (
@@ -57,12 +77,21 @@ from ray_operator.builders.rbac import (
     build_autoscaler_service_account,
     user_names_service_account,
 )
+from ray_operator.builders.redis_cleanup import (
+    build_redis_cleanup_job,
+    deletion_timeout_s,
+    is_redis_cleanup_job,
+    job_outcome,
+    needs_redis_cleanup,
+    redis_cleanup_job_name,
+)
 from ray_operator.builders.services import (
     build_head_service,
     build_headless_service,
     needs_headless_service,
 )
 from ray_operator.controllers.expectations import Expectations
+from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
@@ -82,6 +111,9 @@ from ray_operator.runtime.errors import (
 )
 from ray_operator.runtime.kinds import (
     AUTOSCALER_RBAC_KINDS,
+    INGRESS,
+    JOB,
+    PERSISTENT_VOLUME_CLAIM,
     POD,
     RAY_CLUSTER,
     ROLE,
@@ -94,6 +126,7 @@ from ray_operator.runtime.kinds import (
 )
 from ray_operator.status import raycluster as cluster_status
 from ray_operator.status.drift import owner_description, repair_patch
+from ray_operator.status.kuberay_version import head_pod_restamps
 from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan, plan_scaling
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
@@ -119,7 +152,23 @@ PODS_PER_RECONCILE = 2 * MAX_PARALLEL_WRITES
 AUTH_TOKEN_BYTES = 32
 
 # Everything a RayCluster may own, all labelled `ray.io/cluster` and watched by the runtime.
-DEPENDENT_KINDS: tuple[Kind, ...] = (POD, SERVICE, *AUTOSCALER_RBAC_KINDS)
+# Jobs: only the Redis cleanup Job is the cluster's (a RayJob's submitter is the RayJob's).
+DEPENDENT_KINDS: tuple[Kind, ...] = (
+    POD,
+    SERVICE,
+    *AUTOSCALER_RBAC_KINDS,
+    PERSISTENT_VOLUME_CLAIM,
+    INGRESS,
+    JOB,
+)
+
+REDIS_CLEANUP_FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
+"""KubeRay's finalizer on Redis-backed GCS FT clusters: the same name, so either operator
+finishes a deletion the other began."""
+ENABLE_REDIS_CLEANUP_ENV = "ENABLE_GCS_FT_REDIS_CLEANUP"
+"""KubeRay's switch: "false" adds no finalizer and runs no cleanup Job (Redis cleaned by hand)."""
+# While a head Pod terminates (KubeRay waits 10 s too); its delete event usually comes first.
+HEAD_TERMINATION_RECHECK_S = 10.0
 
 
 class ReplicaFailureError(RuntimeError):
@@ -185,6 +234,7 @@ class RayClusterController:
         clock: Callable[[], datetime.datetime] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         limits: ClusterLimits = DEFAULT_LIMITS,
+        redis_cleanup: bool | None = None,
     ) -> None:
         self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
         self._store = context.store
@@ -209,8 +259,21 @@ class RayClusterController:
         # until the watch delivers that version the cache shows the older status, and comparing
         # with it would write the same status twice.
         self._written_status: dict[ObjectKey, tuple[str, dict[str, Any]]] = {}
+        # KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP, read the way it reads it: anything but "false".
+        self._redis_cleanup = (
+            redis_cleanup
+            if redis_cleanup is not None
+            else os.environ.get(ENABLE_REDIS_CLEANUP_ENV, "").lower() != "false"
+        )
+        # Per cluster, (cluster uid, finding) already told in a Warning Event: a drifted GCS
+        # storage PVC or a missing user claim is reported once, not on every reconcile; and
+        # (cluster uid, "claim:" name) of users' own GCS storage claims seen to exist (not in
+        # the label-selected cache, they are read by name until found). Forgotten with the cluster.
+        self._reported: dict[ObjectKey, set[tuple[str, str]]] = {}
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
+        if kind == JOB and not is_redis_cleanup_job(obj):
+            return []
         if kind in DEPENDENT_KINDS:
             return cluster_key_from_label(obj)
         return own_key(kind, obj, of=RAY_CLUSTER)
@@ -222,13 +285,14 @@ class RayClusterController:
             await self.delete_everything_of_deleted_cluster(key, batch)
             return _next_batch_or(batch, None)
         if cluster["metadata"].get("deletionTimestamp"):
-            # Another controller's finalizer holds it: create nothing more (a scale-up that was
-            # running stops at its next create); our Pods go once the object is gone.
-            return Result()
+            return await self.finish_deletion(key, cluster)
+        # Includes a spec KubeRay's Go types cannot decode (it has no head Pod hash).
         problems = validate_raycluster(cluster, limits=self._limits)
         if problems:
             await self.report_invalid_spec(key, cluster, "; ".join(str(p) for p in problems))
             return Result()  # No retry: only a spec change (a new event) can fix it.
+        if await self.ensure_redis_cleanup_finalizer(cluster):
+            return Result()  # Nothing is created before the finalizer is: its event brings us back.
         outcome = _Outcome()
         batch = _Batch()
         await self.delete_objects_of_earlier_incarnations(key, cluster, batch)
@@ -236,6 +300,9 @@ class RayClusterController:
         await self.ensure_headless_worker_service(key, cluster)
         await self.ensure_autoscaler_rbac(key, cluster)
         await self.ensure_auth_secret(key, cluster)
+        await self.ensure_ingress(key, cluster)
+        await self.ensure_gcs_storage_pvc(key, cluster)
+        await self.restamp_head_pods_of_other_kuberay_versions(key, cluster)
         plan = plan_scaling(
             cluster,
             pods=self.observed_pods(key, cluster),
@@ -299,6 +366,7 @@ class RayClusterController:
             self._written_status.pop(key, None)
             self._last_status_write.pop(key, None)
             self._repaired_from.pop(key, None)
+            self._reported.pop(key, None)
 
     async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
         """Delete the auth Secret we generated for a now deleted cluster, if we remember it.
@@ -367,6 +435,323 @@ class RayClusterController:
                 "with a generated Ray auth token",
             )
         self._auth_secret_ensured.add(uid)
+
+    async def ensure_ingress(self, key: ObjectKey, cluster: Object) -> None:
+        """The head's Ingress of `enableIngress` (KubeRay's `reconcileIngress`).
+
+        As KubeRay, an Ingress of that name this cluster does not own is left alone (a Warning
+        Event, the cluster goes on: the dashboard is not what a Ray cluster needs to run). An
+        owned one that drifted is patched back (KubeRay's is taken over as it is: drift.py).
+        """
+        if not wants_ingress(cluster):
+            return
+        desired = build_head_ingress(cluster)
+        name = desired["metadata"]["name"]
+        existing = next(
+            (o for o in self._cached_dependents(INGRESS, key) if o["metadata"]["name"] == name),
+            None,
+        )
+        if existing is None:
+            existing = await self._create_or_read(key, cluster, INGRESS, desired)
+            if existing is None:
+                return
+        if not _owned_by(existing, cluster["metadata"]["uid"]):
+            await self._report_once(
+                cluster,
+                f"ingress-conflict/{name}",
+                reason="FailedToCreateIngress",
+                message=f"Ingress {key.namespace}/{name} already exists and "
+                f"{owner_description(existing)}, not this RayCluster; not modifying it",
+            )
+            return
+        await self._repair_drift(key, cluster, INGRESS, desired, existing)
+        await self._follow_cluster_annotations(key, cluster, desired, existing)
+
+    async def _follow_cluster_annotations(
+        self, key: ObjectKey, cluster: Object, desired: Object, existing: Object
+    ) -> None:
+        """Write the cluster's changed annotations onto its Ingress, once per version seen."""
+        annotations = ingress_annotation_patch(desired, existing)
+        name = existing["metadata"]["name"]
+        version = str(existing["metadata"].get("resourceVersion", ""))
+        identity = ("Ingress annotations", name)
+        if annotations is None or self._repaired_from.get(key, {}).get(identity) == version:
+            return
+        with contextlib.suppress(NotFound):  # gone: its delete event brings us back
+            await self._client.patch(INGRESS, name, annotations, namespace=key.namespace)
+        self._repaired_from.setdefault(key, {})[identity] = version
+        await self._events.record(
+            cluster,
+            reason="UpdatedIngress",
+            message=f"Updated ingress {key.namespace}/{name}",
+        )
+
+    async def ensure_gcs_storage_pvc(self, key: ObjectKey, cluster: Object) -> None:
+        """The PVC of embedded GCS FT (KubeRay's `reconcileGCSStoragePVC`), created once.
+
+        A `<cluster>-gcs-pvc` that exists is adopted as it is — a retained one keeps its RocksDB
+        state for a cluster of the same name — and never reconfigured: what differs is reported.
+        Its controller reference follows `deletionPolicy` (owned: deleted with the cluster;
+        Retain: not owned, kept). A user's own claim (`storage.claimName`) is never created,
+        owned or deleted; a missing one is reported, the head waits for it.
+        """
+        if not is_gcs_ft_enabled(dict(cluster)) or not is_gcs_ft_embedded(spec(dict(cluster))):
+            return
+        storage = (spec(dict(cluster)).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+        if storage.get("claimName"):
+            await self.check_user_gcs_storage_claim(key, cluster)
+            return
+        desired = build_gcs_storage_pvc(cluster)
+        name = desired["metadata"]["name"]
+        existing = next(
+            (
+                o
+                for o in self._cached_dependents(PERSISTENT_VOLUME_CLAIM, key)
+                if o["metadata"]["name"] == name
+            ),
+            None,
+        )
+        if existing is None:
+            existing = await self._create_gcs_storage_pvc(key, cluster, desired)
+            if existing is None:
+                return
+        if _terminating(existing):
+            return  # An earlier incarnation's, going away: its delete event brings us back.
+        drift = gcs_storage_pvc_drift(desired, existing)
+        if drift:
+            await self._report_once(
+                cluster,
+                f"pvc-drift/{existing['metadata'].get('uid')}/{drift}",
+                reason="FailedToCreatePVC",
+                message=f"GCS storage PVC {key.namespace}/{name} already exists and cannot be "
+                f"reconfigured in place ({drift}); delete the PVC to recreate it with the new "
+                "settings",
+            )
+        await self.adopt_gcs_storage_pvc(key, cluster, existing)
+
+    async def _create_gcs_storage_pvc(
+        self, key: ObjectKey, cluster: Object, pvc: Object
+    ) -> Object | None:
+        """Create the PVC (None), or read the one that already has its name (to adopt it)."""
+        name = f"{key.namespace}/{pvc['metadata']['name']}"
+        try:
+            created = await self._client.create(
+                PERSISTENT_VOLUME_CLAIM, pvc, namespace=key.namespace
+            )
+        except AlreadyExists:
+            try:
+                return await self._client.get(
+                    PERSISTENT_VOLUME_CLAIM, pvc["metadata"]["name"], namespace=key.namespace
+                )
+            except NotFound:
+                # An earlier incarnation's, deleted meanwhile (we may have just deleted it):
+                # its delete event brings us back to create ours.
+                return None
+        except ApiError as error:
+            await self._events.record(
+                cluster,
+                reason="FailedToCreatePVC",
+                type="Warning",
+                message=f"Failed to create GCS storage PVC {name}, {error}",
+            )
+            raise
+        self._expectations[PERSISTENT_VOLUME_CLAIM].created(key, created)
+        logger.info("%s: created GCS storage PVC %s", key, name)
+        await self._events.record(
+            cluster, reason="CreatedPVC", message=f"Created GCS storage PVC {name}"
+        )
+        return None
+
+    async def adopt_gcs_storage_pvc(self, key: ObjectKey, cluster: Object, pvc: Object) -> None:
+        """Align the PVC's controller reference with `deletionPolicy` (one patch, or none)."""
+        name = pvc["metadata"]["name"]
+        try:
+            patch = gcs_storage_pvc_adoption_patch(cluster, pvc)
+        except ValueError as error:
+            await self._report_once(
+                cluster, f"pvc-owner/{name}", reason="FailedToCreatePVC", message=str(error)
+            )
+            return
+        if patch is None:
+            return
+        try:
+            await self._client.patch(PERSISTENT_VOLUME_CLAIM, name, patch, namespace=key.namespace)
+        except NotFound:
+            return  # Deleted meanwhile: its event brings us back, and a new one is created.
+        logger.info("%s: set the owner of PersistentVolumeClaim %s per deletionPolicy", key, name)
+
+    async def check_user_gcs_storage_claim(self, key: ObjectKey, cluster: Object) -> None:
+        """A Warning Event when the user's claim does not exist (read by name until it does)."""
+        claim = gcs_storage_claim_name(dict(cluster))
+        seen = (cluster["metadata"]["uid"], f"claim:{claim}")
+        if seen in self._reported.get(key, ()):
+            return
+        try:
+            await self._client.get(PERSISTENT_VOLUME_CLAIM, claim, namespace=key.namespace)
+        except NotFound:
+            await self._report_once(
+                cluster,
+                f"missing-claim/{claim}",
+                reason="FailedToCreatePVC",
+                message=f"GcsFaultToleranceOptions.Storage.ClaimName {claim!r} not found in "
+                f"namespace {key.namespace}; the head Pod will not start until it exists",
+            )
+            return
+        self._reported.setdefault(key, set()).add(seen)
+
+    async def ensure_redis_cleanup_finalizer(self, cluster: Object) -> bool:
+        """Add KubeRay's Redis cleanup finalizer to a Redis-backed GCS FT cluster; True when it
+        had to be added (as KubeRay, nothing else is done before it is there)."""
+        if not self._redis_cleanup or not needs_redis_cleanup(cluster):
+            return False
+        added = await add_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
+        if added:
+            logger.info("%s: added %s", ObjectKey.of(cluster), REDIS_CLEANUP_FINALIZER)
+        return added
+
+    async def finish_deletion(self, key: ObjectKey, cluster: Object) -> Result:
+        """The cluster is being deleted: run the Redis cleanup if our finalizer holds it.
+
+        Under another controller's finalizer nothing is done: creation stops (a running
+        scale-up stops at its next create) and the Pods go once the object is gone.
+        """
+        if not has_finalizer(cluster, REDIS_CLEANUP_FINALIZER):
+            return Result()
+        if not needs_redis_cleanup(cluster):
+            # Switched to the embedded backend (KubeRay removes it too) or FT switched off
+            # (KubeRay would keep it forever): there is no Redis data of ours to clean.
+            await remove_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
+            return Result()
+        if not self._redis_cleanup:
+            return Result()  # ENABLE_GCS_FT_REDIS_CLEANUP=false: cleaned up and removed by hand.
+        return await self.clean_up_redis(key, cluster)
+
+    async def clean_up_redis(self, key: ObjectKey, cluster: Object) -> Result:
+        """Delete the Pods; once the head is gone run the cleanup Job; when it has finished (or
+        the deletion timeout passed) remove the finalizer. The head must be gone first: a GCS
+        still writing would leave keys behind the cleanup."""
+        batch = _Batch()
+        live = [p for p in self.observed_pods(key, cluster) if not _terminating(p)]
+        await self._delete_all(
+            key,
+            [(POD, pod) for pod in batch.take(live)],
+            why="the RayCluster is being deleted (Redis is cleaned up once its head is gone)",
+        )
+        if batch.work_left:
+            return Result(requeue_after=0)
+        uid = cluster["metadata"]["uid"]
+        heads = [
+            p
+            for p in self._store.list_for_cluster(POD, key.namespace, key.name)
+            if _owned_by(p, uid)
+            and p["metadata"].get("labels", {}).get(names.NODE_TYPE_LABEL) == names.HEAD_NODE
+        ]
+        if heads:
+            return Result(requeue_after=HEAD_TERMINATION_RECHECK_S)
+        left = self._seconds_until_deletion_timeout(cluster)
+        if left <= 0:
+            await self.force_remove_redis_cleanup_finalizer(cluster)
+            return Result()
+        job = next((j for j in self.observed(JOB, key, cluster) if is_redis_cleanup_job(j)), None)
+        if job is None:
+            await self.create_redis_cleanup_job(key, cluster)
+            return Result(requeue_after=left)
+        outcome = job_outcome(job)
+        if outcome is None:
+            return Result(requeue_after=left)  # The Job's own status change brings us back.
+        await remove_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
+        job_name = f"{key.namespace}/{job['metadata']['name']}"
+        if outcome == "Failed":
+            annotations = job["metadata"].get("annotations") or {}
+            storage = annotations.get(names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION, "")
+            await self._events.record(
+                cluster,
+                reason="RedisCleanupJobFailed",
+                type="Warning",
+                message=f"Redis cleanup Job {job_name} failed; removed the finalizer anyway: "
+                f"delete the storage namespace {storage!r} in Redis by hand",
+            )
+        else:
+            logger.info("%s: Redis cleanup Job %s completed; finalizer removed", key, job_name)
+        return Result()
+
+    async def create_redis_cleanup_job(self, key: ObjectKey, cluster: Object) -> None:
+        """Create `<cluster>-redis-cleanup` (Events as KubeRay's: CreatedRedisCleanupJob, or
+        FailedToCreateRedisCleanupJob and a retry with backoff)."""
+        job = build_redis_cleanup_job(cluster, options=self._pod_options)
+        name = f"{key.namespace}/{redis_cleanup_job_name(dict(cluster))}"
+        try:
+            created = await self._client.create(JOB, job, namespace=key.namespace)
+        except AlreadyExists:
+            return  # Not cached yet (or not labelled as ours to find): looked at again soon.
+        except ApiError as error:
+            await self._events.record(
+                cluster,
+                reason="FailedToCreateRedisCleanupJob",
+                type="Warning",
+                message=f"Failed to create Redis cleanup Job {name}, {error}",
+            )
+            raise
+        self._expectations[JOB].created(key, created)
+        logger.info("%s: created Redis cleanup Job %s", key, name)
+        await self._events.record(
+            cluster, reason="CreatedRedisCleanupJob", message=f"Created Redis cleanup Job {name}"
+        )
+
+    async def force_remove_redis_cleanup_finalizer(self, cluster: Object) -> None:
+        """The cleanup took longer than the deletion timeout: let the deletion finish anyway."""
+        await remove_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
+        namespace = (cluster["metadata"].get("annotations") or {}).get(
+            names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION, ""
+        )
+        await self._events.record(
+            cluster,
+            reason="ForceDeletedStuckCluster",
+            type="Warning",
+            message=f"Force-removed GCS FT finalizer after {deletion_timeout_s(dict(cluster))}s "
+            f"due to Redis cleanup timeout; Redis storage namespace {namespace!r} may need "
+            "manual cleanup",
+        )
+
+    def _seconds_until_deletion_timeout(self, cluster: Object) -> float:
+        requested = datetime.datetime.fromisoformat(
+            str(cluster["metadata"]["deletionTimestamp"]).replace("Z", "+00:00")
+        )
+        elapsed = (self._now() - requested).total_seconds()
+        return deletion_timeout_s(dict(cluster)) - elapsed
+
+    def _cached_dependents(self, kind: Kind, key: ObjectKey) -> list[Object]:
+        """Cached objects of `kind` labelled for this cluster, whoever owns them, with our
+        creates not yet cached."""
+        cached = self._store.list_for_cluster(kind, key.namespace, key.name)
+        return self._expectations[kind].observe(key, cached)
+
+    async def _report_once(
+        self, cluster: Object, finding: str, *, reason: str, message: str
+    ) -> None:
+        """A Warning Event the first time this cluster shows this finding (not every reconcile)."""
+        seen = (str(cluster["metadata"].get("uid", "")), finding)
+        reported = self._reported.setdefault(ObjectKey.of(cluster), set())
+        if seen in reported:
+            return
+        reported.add(seen)
+        logger.warning("%s: %s", ObjectKey.of(cluster), message)
+        await self._events.record(cluster, reason=reason, type="Warning", message=message)
+
+    async def restamp_head_pods_of_other_kuberay_versions(
+        self, key: ObjectKey, cluster: Object
+    ) -> None:
+        """Recreate upgrade: a head Pod another KubeRay version stamped gets our hash and version
+        (one merge patch, no recreate), as KubeRay does (`status/kuberay_version`). A failure is
+        only logged, as in KubeRay: the head is not recreated meanwhile, the next reconcile
+        tries again."""
+        for name, patch in head_pod_restamps(cluster, self.observed_pods(key, cluster)):
+            try:
+                await self._client.patch(POD, name, patch, namespace=key.namespace)
+            except KubeError as error:
+                logger.info("%s: could not re-stamp head Pod %s: %s", key, name, error)
+                continue
+            logger.info("%s: re-stamped head Pod %s for this KubeRay version", key, name)
 
     async def carry_out_scaling_plan(
         self,
@@ -559,7 +944,7 @@ class RayClusterController:
         uid = cluster["metadata"]["uid"]
         existing = next(
             (o for o in self.observed(kind, key, cluster) if o["metadata"]["name"] == name), None
-        )
+        ) or self._cached_without_cluster_label(kind, key, name, uid)
         if existing is None:
             existing = await self._create_or_read(key, cluster, kind, desired)
             if existing is None:
@@ -567,6 +952,18 @@ class RayClusterController:
         if not _owned_by(existing, uid):
             await self._report_name_conflict(key, cluster, kind, existing)
         await self._repair_drift(key, cluster, kind, desired, existing)
+
+    def _cached_without_cluster_label(
+        self, kind: Kind, key: ObjectKey, name: str, uid: str
+    ) -> Object | None:
+        """This cluster's object `name` when cached but not labelled `ray.io/cluster`.
+
+        KubeRay's headless worker Service carries only `ray.io/headless-worker-svc`: the cache
+        has it (watched by that label) but not under the cluster's name. Found by name and owner
+        uid, a taken-over cluster's is used as is; no create that answers 409, no relabelling.
+        """
+        cached = self._store.get(kind, key.namespace, name)
+        return cached if cached is not None and _owned_by(cached, uid) else None
 
     async def _create_or_read(
         self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object

@@ -10,7 +10,14 @@ Exactly-once submission: the submission id (`status.jobId`) is chosen and *writt
 step, before any cluster exists. HTTPMode submits only when the dashboard answers "no such job"
 for that id, and a duplicate submit (a race with our own earlier request) is taken as success; so
 an operator killed at any point resubmits nothing. K8sJobMode's submitter command checks
-`ray job status <id>` before `ray job submit` for the same reason (kuberay#2154).
+`ray job status <id>` before `ray job submit` for the same reason (kuberay#2154). SidecarMode
+puts the submitter into the head Pod of the cluster it creates (never restarted) and reads the
+outcome from that container's exit code, as KubeRay does.
+
+Taking over from KubeRay: the state lives in the RayJob's status, which KubeRay writes with the
+same fields, so a RayJob KubeRay left Running (its `jobId`, `rayClusterName`, `dashboardURL`)
+is simply followed: its cluster and submitter Job are found by name and owner, and the job by
+its id on the dashboard; nothing is created or submitted again.
 
 One slow or dead dashboard never stalls others: dashboard calls have short timeouts, a failed
 dashboard is skipped for a growing cool-down (`DashboardAccess`), and the reconcile requeues
@@ -45,8 +52,9 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import JOB, RAY_CLUSTER, RAY_JOB, SERVICE, Kind, ObjectKey
+from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayjob as rules
+from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import validate_rayjob
 
@@ -58,6 +66,8 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayjob-finalizer"
 # KubeRay's RayJobDefaultRequeueDuration: how often a live RayJob looks at its Ray job.
 REQUEUE_SECONDS = 3.0
+# How often a RayJob waiting for the RayCluster its clusterSelector names says so again.
+MISSING_CLUSTER_REPORT_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,13 @@ class RayJobController:
         self._dashboards = dashboards or DashboardAccess(context.client)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._suffix = suffix
+        # Status-check failures count from here at the earliest: a `jobStatusCheckFailureStartTime`
+        # written before we watched (by KubeRay before a takeover, by us before a restart) says
+        # nothing about whether *we* reach the dashboard, and must not fail a RayJob at once.
+        self._started = self._now()
+        # (namespace, name) of a RayJob → when we last reported its selected cluster missing
+        # (an entry per RayJob waiting for one; dropped once found or when the RayJob is gone).
+        self._missing_cluster_reported: dict[tuple[str, str], datetime.datetime] = {}
         self._steps: dict[str, Callable[[Object, JSON], Awaitable[Step]]] = {
             rules.NEW: self.step_new,
             rules.INITIALIZING: self.step_initializing,
@@ -110,6 +127,7 @@ class RayJobController:
     async def reconcile(self, key: ObjectKey) -> Result:
         rayjob = self._store.get(RAY_JOB, key.namespace, key.name)
         if rayjob is None:
+            self._missing_cluster_reported.pop((key.namespace, key.name), None)
             return Result()
         if (rayjob.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY:
             return Result()  # MultiKueue (or another controller) runs this one.
@@ -117,9 +135,7 @@ class RayJobController:
             return await self.finalize(rayjob)
         old: JSON = dict(rayjob.get("status") or {})
         # The webhook's rules, again: an object may predate the webhook or bypass it.
-        problems = [
-            str(error) for error in validate_rayjob(rayjob, limits=self._limits)
-        ] + rules.unsupported(rayjob)
+        problems = [str(error) for error in validate_rayjob(rayjob, limits=self._limits)]
         if problems:
             return await self.report_invalid_spec(rayjob, old, "; ".join(problems))
         step = self._steps.get(rules.state(old))
@@ -194,7 +210,7 @@ class RayJobController:
             rules.suspending(rayjob, status),
             rules.active_deadline_passed(rayjob, status, now=now),
             rules.grace_period_passed(status, now=now),
-            rules.status_check_timed_out(status, now=now),
+            rules.status_check_timed_out(status, now=now, not_before=self._started),
         ):
             if guard is not None:
                 return Step(guard)
@@ -204,17 +220,26 @@ class RayJobController:
         await self.ensure_head_service(rayjob, cluster)
         finished_at: str | None = None
         if rules.has_submitter(rayjob):
-            submitter = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
-            failed = rules.submitter_failed(status, submitter)
+            failed, finished_at = self.check_submitter(rayjob, status, cluster)
             if failed is not None:
                 return Step(failed)
-            finished_at = rules.submitter_finished_at(submitter)
             overdue = rules.submitter_finished_too_long_ago(
                 status, finished_at=finished_at, now=now
             )
             if overdue is not None:
                 return Step(overdue)
         return await self.follow_ray_job(rayjob, status, cluster, finished_at=finished_at)
+
+    def check_submitter(
+        self, rayjob: Object, status: JSON, cluster: Object
+    ) -> tuple[JSON | None, str | None]:
+        """The submitter's verdict (a Failed status, or None) and when it finished (or None):
+        K8sJobMode asks the submitter Job, SidecarMode the head Pod's submitter container."""
+        if rules.submission_mode(rayjob) == "SidecarMode":
+            head = self._head_pod(cluster)
+            return rules.sidecar_failed(status, head), rules.sidecar_finished_at(head)
+        submitter = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
+        return rules.submitter_failed(status, submitter), rules.submitter_finished_at(submitter)
 
     async def step_release_resources(self, rayjob: Object, status: JSON) -> Step:
         """Suspending/Retrying: delete the cluster and the submitter; once gone, reset the run."""
@@ -229,7 +254,12 @@ class RayJobController:
         return Step(resumed, requeue_after=0.5) if resumed is not None else Step(None, None)
 
     async def step_finished(self, rayjob: Object, status: JSON) -> Step:
-        """Complete/Failed: with `shutdownAfterJobFinishes`, delete the cluster after the TTL."""
+        """Complete/Failed: carry out `deletionStrategy`, or with `shutdownAfterJobFinishes`
+        delete the cluster after the TTL (KubeRay's order: the strategy wins when set)."""
+        cluster = self._owned(RAY_CLUSTER, rayjob, str(status.get("rayClusterName") or ""))
+        plan = rules.deletion_plan(rayjob, status, cluster=cluster, now=self._now())
+        if plan is not None:
+            return await self.carry_out_deletion(rayjob, status, plan, cluster=cluster)
         due = rules.shutdown_due_at(rayjob, status)
         if due is None:
             return Step(None, None)
@@ -240,6 +270,48 @@ class RayJobController:
             # Look again until the cache shows it gone: a lost delete must not leak a cluster.
             return Step(None, requeue_after=REQUEUE_SECONDS)
         return Step(None, None)
+
+    async def carry_out_deletion(
+        self, rayjob: Object, status: JSON, plan: rules.DeletionPlan, *, cluster: Object | None
+    ) -> Step:
+        """One deletion policy per pass (the most destructive one due), then look again when
+        the next rule falls due; the caches' events of what we deleted bring us back too."""
+        if plan.action == rules.DELETE_SELF:
+            await self._delete(RAY_JOB, rayjob)
+            logger.info("deleted RayJob %s (deletionStrategy)", rayjob["metadata"]["name"])
+            return Step(None, None)  # The finalizer takes it from here.
+        if plan.action == rules.DELETE_CLUSTER:
+            await self.delete_cluster(rayjob, status)
+        elif plan.action == rules.DELETE_WORKERS and cluster is not None:
+            await self.suspend_worker_groups(rayjob, cluster)
+        wait = None
+        if plan.next_due is not None:
+            wait = max(0.0, (plan.next_due - self._now()).total_seconds()) + 0.1
+        if plan.action is not None:
+            # Until the cache shows the effect: a lost write must not leave the rule undone.
+            wait = REQUEUE_SECONDS if wait is None else min(wait, REQUEUE_SECONDS)
+        return Step(None, requeue_after=wait)
+
+    async def suspend_worker_groups(self, rayjob: Object, cluster: Object) -> None:
+        """DeleteWorkers: `suspend: true` on every worker group of the job's cluster."""
+        metadata = cluster["metadata"]
+        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or ()
+        # Preconditions on the uid and resourceVersion we looked at: the whole list is written
+        # back, so it must be this very cluster as we saw it (else Conflict, and we look again).
+        patch = {
+            "metadata": {"uid": metadata["uid"], "resourceVersion": metadata["resourceVersion"]},
+            "spec": {"workerGroupSpecs": [{**group, "suspend": True} for group in groups]},
+        }
+        with contextlib.suppress(NotFound, Conflict):
+            await self._client.patch(
+                RAY_CLUSTER, metadata["name"], patch, namespace=metadata["namespace"]
+            )
+            await self._events.record(
+                rayjob,
+                reason="UpdatedRayCluster",
+                message=f"Set the `suspend` field to true for all worker groups in cluster "
+                f"{metadata['namespace']}/{metadata['name']}",
+            )
 
     async def step_validation_failed(self, rayjob: Object, status: JSON) -> Step:
         return Step(None, None)
@@ -255,6 +327,11 @@ class RayJobController:
                 try:
                     info = await ray.get_job(job_id)
                 except JobNotFound:
+                    # HTTPMode: the head does not know this id (never submitted, or a head
+                    # restarted without GCS fault tolerance lost it). KubeRay submits it then,
+                    # under the same id (`reconcileHTTPModeJobNotFound`), and so do we: a taken-
+                    # over RayJob whose job the head still has is followed, never resubmitted,
+                    # and Ray itself refuses a second job with an id it already holds.
                     if rules.submission_mode(rayjob) == "HTTPMode":
                         await self.submit(rayjob, ray.submit_job, job_id=job_id)
                         new = dict(status)
@@ -306,20 +383,19 @@ class RayJobController:
         namespace = rayjob["metadata"]["namespace"]
         cluster = self._store.get(RAY_CLUSTER, namespace, name)
         if cluster is not None:
+            self._missing_cluster_reported.pop((namespace, rayjob["metadata"]["name"]), None)
             return cluster
         if rules.uses_cluster_selector(rayjob):
-            await self._events.record(
-                rayjob,
-                reason="RayClusterNotFound",
-                type="Warning",
-                message=f"RayCluster {namespace}/{name} set in the clusterSelector is not found. "
-                "It must be created manually",
-            )
+            await self.report_missing_selected_cluster(rayjob, f"{namespace}/{name}")
             return None
         try:
-            await self._client.create(
-                RAY_CLUSTER, build.build_cluster_for_job(rayjob, name=name), namespace=namespace
+            cluster = build.build_cluster_for_job(
+                rayjob,
+                name=name,
+                submission_id=str(status.get("jobId") or ""),
+                dashboard_address=str(status.get("dashboardURL") or ""),
             )
+            await self._client.create(RAY_CLUSTER, cluster, namespace=namespace)
         except AlreadyExists:
             return None  # Ours, not cached yet (or a stranger's: the next look tells).
         logger.info("created RayCluster %s", name)
@@ -327,6 +403,24 @@ class RayJobController:
             rayjob, reason="CreatedRayCluster", message=f"Created RayCluster {namespace}/{name}"
         )
         return None
+
+    async def report_missing_selected_cluster(self, rayjob: Object, cluster: str) -> None:
+        """A Warning that the selected cluster does not exist: at once, then again only every
+        `MISSING_CLUSTER_REPORT_SECONDS` while we keep looking every few seconds (each report
+        is an API write: a RayJob waiting for its user's cluster must not write every 3s)."""
+        key = (rayjob["metadata"]["namespace"], rayjob["metadata"]["name"])
+        last = self._missing_cluster_reported.get(key)
+        now = self._now()
+        if last is not None and (now - last).total_seconds() < MISSING_CLUSTER_REPORT_SECONDS:
+            return
+        self._missing_cluster_reported[key] = now
+        await self._events.record(
+            rayjob,
+            reason="RayClusterNotFound",
+            type="Warning",
+            message=f"RayCluster {cluster} set in the clusterSelector is not found. "
+            "It must be created manually",
+        )
 
     async def ensure_submitter_job(self, rayjob: Object, cluster: Object, status: JSON) -> None:
         name = rayjob["metadata"]["name"]
@@ -356,6 +450,7 @@ class RayJobController:
         service = build.build_head_service_for_owner(rayjob, cluster)
         existing = self._owned(SERVICE, rayjob, service["metadata"]["name"])
         if existing is not None:
+            await self.keep_head_service_selecting(rayjob, existing, service)
             return
         try:
             await self._client.create(SERVICE, service, namespace=rayjob["metadata"]["namespace"])
@@ -365,6 +460,26 @@ class RayJobController:
             rayjob,
             reason="CreatedService",
             message=f"Created Service {service['metadata']['name']}",
+        )
+
+    async def keep_head_service_selecting(
+        self, rayjob: Object, existing: Object, service: JSON
+    ) -> None:
+        """Make an existing `<rayjob>-head-svc` select exactly the job's head Pod: one taken over
+        from KubeRay also requires `created-by=kuberay-operator`, which a head Pod we recreate
+        lacks."""
+        patch = selector_patch(service, existing)
+        if patch is None:
+            return
+        name = service["metadata"]["name"]
+        try:
+            await self._client.patch(
+                SERVICE, name, patch, namespace=rayjob["metadata"]["namespace"]
+            )
+        except NotFound:
+            return  # Deleted meanwhile: its event brings us back to create it.
+        await self._events.record(
+            rayjob, reason="UpdatedService", message=f"Updated the selector of Service {name}"
         )
 
     async def delete_cluster(self, rayjob: Object, status: Object) -> bool:
@@ -466,6 +581,18 @@ class RayJobController:
         uid = owner["metadata"]["uid"]
         refs = obj["metadata"].get("ownerReferences") or ()
         return obj if any(ref.get("uid") == uid for ref in refs) else None
+
+    def _head_pod(self, cluster: Object) -> Object | None:
+        """The cluster's head Pod as cached (ours or KubeRay's: by label and owner uid)."""
+        metadata = cluster["metadata"]
+        for pod in self._store.list_for_cluster(POD, metadata["namespace"], metadata["name"]):
+            labels = pod["metadata"].get("labels") or {}
+            refs = pod["metadata"].get("ownerReferences") or ()
+            if labels.get(names.NODE_TYPE_LABEL) == names.HEAD_NODE and any(
+                ref.get("uid") == metadata["uid"] for ref in refs
+            ):
+                return pod
+        return None
 
     async def _delete(self, kind: Kind, obj: Object) -> None:
         metadata = obj["metadata"]

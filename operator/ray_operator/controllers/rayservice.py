@@ -10,19 +10,39 @@ pending one as soon as all its apps are RUNNING), then compute the status (`stat
 Zero-downtime upgrade: a changed `rayClusterConfig` (its hash differs from the cluster's
 annotation) names a pending cluster in the status; the next reconcile creates it; once its
 applications run, the Services switch to it, the status promotes it to active, and the old
-cluster is deleted after `rayClusterDeletionDelaySeconds` (60 by default). A changed
+cluster is deleted after `rayClusterDeletionDelaySeconds` (60 by default). As in KubeRay, two
+changes rewrite a cluster in place instead (`update_clusters_in_place`, event `UpdatedRayCluster`):
+worker groups only appended to the config (`ray.io/num-worker-groups` counts the old ones), and
+an active cluster stamped by another KubeRay version (`ray.io/kuberay-version`), whose hash may
+come from that version's algorithm: its annotations are re-stamped, nothing is recreated. A changed
 `serveConfigV2` alone is PUT to the running cluster in place: which config each cluster has is
-remembered as a hash per cluster (in memory; after a restart the config is simply PUT again,
-which Serve treats as a no-op when nothing changed).
+remembered as a hash per cluster, in memory. With no record for a cluster (after our restart, or
+a cluster KubeRay deployed to before we took over), the config the cluster reports running is
+compared with ours (`status/deployed_serve_config`): the same → recorded, not PUT again;
+different, or not verifiable → PUT.
+
+`spec.suspend: true` (after validation, as in KubeRay): `Suspending` is stored first, then the
+RayService's RayClusters and Services are deleted (events `DeletedRayCluster`/`DeletedService`),
+then `Suspended`; a stored `Suspending` always completes. `suspend: false` resumes from scratch
+(Ready `Initializing` again). With `ray.io/initializing-timeout`, a RayService that never served
+within it is marked Ready=False/`InitializingTimeout` (Warning `RayServiceInitializingTimeout`),
+its clusters are deleted as replaced ones, and nothing else is reconciled until it is recreated
+or suspended and resumed (`ensure_suspension`, `report_initializing_timeout`).
+
+The spec is read (validated, `serveConfigV2` parsed and hashed) once per change of it, not once
+per reconcile: PyYAML needs seconds for a config of a megabyte (`read_spec`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ray_operator import labels as names
@@ -33,10 +53,9 @@ from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.errors import DashboardError
-from ray_operator.dashboard.models import ServeApplicationStatus
+from ray_operator.dashboard.models import ServeApplicationStatus, ServeDetails
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
-from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -45,9 +64,11 @@ from ray_operator.runtime.controller import (
     own_key,
     owner_keys,
 )
-from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
+from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayservice as rules
+from ray_operator.status.deployed_serve_config import serve_config_deployed
+from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice
 
@@ -59,6 +80,24 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class SpecReading:
+    """What a RayService's spec says, worked out once per spec rather than once per reconcile:
+    parsing `serveConfigV2` (PyYAML, several times: validation, the config, its hash) costs
+    seconds of event loop for a config of a megabyte, and a RayService requeues every 2 s."""
+
+    digest: str
+    """sha256 of the name, annotations and spec this reading was made from."""
+    problem: str | None
+    """What makes the spec unusable (None when it is fine)."""
+    serve_config: Mapping[str, Any]
+    """`serveConfigV2` parsed: the body of the PUT (empty when there is a problem or none)."""
+    serve_config_hash: str
+    """`build.serve_config_hash` of it ("" when there is a problem)."""
+    cluster_config_hash: str
+    """`build.cluster_config_hash`: the hash its clusters carry ("" when there is a problem)."""
 
 
 class RayServiceController:
@@ -88,6 +127,8 @@ class RayServiceController:
         self._serve_configs: dict[ObjectKey, dict[str, str]] = {}
         # Replaced cluster uid -> when it may be deleted (monotonic seconds).
         self._deletion_due: dict[str, float] = {}
+        # RayService key -> its spec, read (one entry per RayService, replaced on any change).
+        self._spec_readings: dict[ObjectKey, SpecReading] = {}
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind in (RAY_CLUSTER, SERVICE):
@@ -100,6 +141,7 @@ class RayServiceController:
         cached = self._store.get(RAY_SERVICE, key.namespace, key.name)
         if cached is None:
             self._serve_configs.pop(key, None)
+            self._spec_readings.pop(key, None)
             return Result()
         # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
         rayservice = default_rayservice(cached)
@@ -111,21 +153,32 @@ class RayServiceController:
             return await self.finalize(rayservice, clusters_left=waiting_for_deletion)
         if await self.ensure_finalizer(rayservice):
             return Result(requeue_after=REQUEUE_SECONDS)
-        problem = self.spec_problem(rayservice)
-        if problem is not None:
-            return await self.report_invalid_spec(rayservice, status, problem)
+        spec = self.read_spec(rayservice)
+        if spec.problem is not None:
+            return await self.report_invalid_spec(rayservice, status, spec.problem)
+        stored = status  # what the API server has: the base of the status write
+        status, suspend_result = await self.ensure_suspension(rayservice, status)
+        if suspend_result is not None:
+            await self.write_status(rayservice, stored, status)
+            return suspend_result
+        if rules.initializing_timed_out(status):
+            # Terminal, as in KubeRay: only the clusters' cleanup (above) goes on.
+            return Result(requeue_after=REQUEUE_SECONDS if waiting_for_deletion else None)
         active, pending = await self.active_and_pending_clusters(rayservice, status)
+        active, pending = await self.update_clusters_in_place(
+            rayservice, status, active, pending, goal_hash=spec.cluster_config_hash
+        )
         await self.mark_serving_head_pods(rayservice, active, pending)
-        goal_hash = build.cluster_config_hash(rayservice)
+        goal_hash = spec.cluster_config_hash
         active_ready, pending_ready = False, False
         active_apps: Mapping[str, ServeApplicationStatus] | None = None
         pending_apps: Mapping[str, ServeApplicationStatus] | None = None
         if pending is not None:
-            pending_ready, pending_apps = await self.reconcile_serve(rayservice, pending)
+            pending_ready, pending_apps = await self.reconcile_serve(rayservice, pending, spec)
         elif active is not None and not rules.needs_new_cluster(
             rayservice, goal_hash=goal_hash, active=active, pending=None
         ):
-            active_ready, active_apps = await self.reconcile_serve(rayservice, active)
+            active_ready, active_apps = await self.reconcile_serve(rayservice, active, spec)
         serving = pending if pending_ready else active if active_ready else None
         services_point_to = self._services_point_to(rayservice)
         if serving is not None:
@@ -152,10 +205,94 @@ class RayServiceController:
                 self._store.list(POD, namespace=key.namespace), cluster=services_point_to
             ),
             new_pending_name=new_pending_name,
+            initializing_timeout=rules.initializing_timeout(rayservice),
         )
         new = rules.compute_status(status, observed, now=self._now())
-        await self.write_status(rayservice, status, new)
+        await self.report_initializing_timeout(rayservice, status, new)
+        await self.write_status(rayservice, stored, new)
         return Result(requeue_after=REQUEUE_SECONDS)
+
+    # --- suspend and the initializing timeout --------------------------------------------------
+
+    async def ensure_suspension(
+        self, rayservice: Object, status: JSON
+    ) -> tuple[JSON, Result | None]:
+        """Follow `spec.suspend` (KubeRay's `handleSuspend`): the status afterwards, and a Result
+        when the suspension owns this reconcile (the rest would recreate what it deletes). A
+        resume returns the resumed status and no Result: the reconcile goes on in the same pass."""
+        suspend = bool((rayservice.get("spec") or {}).get("suspend"))
+        generation = int(rayservice["metadata"].get("generation") or 0)
+        phase = rules.suspend_phase(status, suspend=suspend)
+        if phase is rules.SuspendPhase.NOT_SUSPENDED:
+            return status, None
+        if phase is rules.SuspendPhase.SUSPENDED:
+            return status, Result()
+        if phase is rules.SuspendPhase.RESUME:
+            logger.info("%s: suspend is false, resuming", ObjectKey.of(rayservice))
+            return rules.resumed_status(status, generation=generation, now=self._now()), None
+        if phase is rules.SuspendPhase.STAGE:
+            # Stored before anything is deleted: a suspension once begun always completes.
+            logger.info("%s: suspend is true, suspending", ObjectKey.of(rayservice))
+            new = rules.suspending_status(status, generation=generation, now=self._now())
+            return new, Result(requeue_after=REQUEUE_SECONDS)
+        all_deleted = await self.delete_owned_objects(rayservice)
+        new = rules.suspension_progress_status(status, all_deleted=all_deleted, now=self._now())
+        # Requeued even once Suspended: `suspend` may have been turned off meanwhile.
+        return new, Result(requeue_after=REQUEUE_SECONDS)
+
+    async def delete_owned_objects(self, rayservice: Object) -> bool:
+        """Delete the RayService's RayClusters and Services for a suspension; True when none
+        was left to delete (those already being deleted count as left)."""
+        uid = rayservice["metadata"]["uid"]
+        clusters = self._store.list_owned_by(RAY_CLUSTER, uid)
+        services = self._store.list_owned_by(SERVICE, uid)
+        for kind, obj in [*((RAY_CLUSTER, c) for c in clusters), *((SERVICE, s) for s in services)]:
+            metadata = obj["metadata"]
+            if metadata.get("deletionTimestamp"):
+                continue
+            await self._delete_for_suspend(rayservice, kind, obj)
+            if kind == RAY_CLUSTER:
+                self._deletion_due.pop(metadata.get("uid", ""), None)
+                self._forget_serve_config(rayservice, metadata["name"])
+        return not clusters and not services
+
+    async def _delete_for_suspend(self, rayservice: Object, kind: Kind, obj: Object) -> None:
+        what = "RayCluster" if kind == RAY_CLUSTER else "Service"
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            await self._delete(kind, obj)
+        except KubeError as error:
+            await self._events.record(
+                rayservice,
+                reason=f"FailedToDelete{what}",
+                message=f"Failed to delete the {what} {namespace}/{name} during suspend: {error}",
+                type="Warning",
+            )
+            raise
+        logger.info("deleted %s %s for suspend", what, name)
+        await self._events.record(
+            rayservice,
+            reason=f"Deleted{what}",
+            message=f"Deleted the {what} {namespace}/{name} during suspend",
+        )
+
+    async def report_initializing_timeout(
+        self, rayservice: Object, old: Object, new: Object
+    ) -> None:
+        """The Warning KubeRay records when the status has just timed out initializing."""
+        if rules.initializing_timed_out(old) or not rules.initializing_timed_out(new):
+            return
+        timeout = rules.initializing_timeout(rayservice) or 0.0
+        spent = rules.initializing_for(list(old.get("conditions") or []), now=self._now())
+        logger.info("%s: initializing timeout exceeded", ObjectKey.of(rayservice))
+        await self._events.record(
+            rayservice,
+            reason="RayServiceInitializingTimeout",
+            message=f"RayService initializing timeout exceeded after "
+            f"{rules.go_duration(spent or timeout)} "
+            f"(configured timeout: {rules.go_duration(timeout)})",
+            type="Warning",
+        )
 
     # --- clusters ------------------------------------------------------------------------------
 
@@ -172,6 +309,58 @@ class RayServiceController:
         if pending_name and pending is None:
             pending = await self.create_cluster(rayservice, pending_name)
         return active, pending
+
+    async def update_clusters_in_place(
+        self,
+        rayservice: Object,
+        status: Object,
+        active: Object | None,
+        pending: Object | None,
+        *,
+        goal_hash: str,
+    ) -> tuple[Object | None, Object | None]:
+        """Rewrite the active or pending cluster from `rayClusterConfig` where KubeRay would
+        rather than replace it (`rules.should_update_cluster`: stamped by another KubeRay version,
+        or worker groups only appended); the clusters as they are afterwards, so the decisions
+        that follow compare the re-stamped hash."""
+        upgrading = rules.upgrade_in_progress(status)
+        if rules.should_update_cluster(
+            rayservice, active, active=True, upgrade_in_progress=upgrading, goal_hash=goal_hash
+        ):
+            assert active is not None
+            active = await self.update_cluster(rayservice, active, role="active")
+        if rules.should_update_cluster(
+            rayservice, pending, active=False, upgrade_in_progress=upgrading, goal_hash=goal_hash
+        ):
+            assert pending is not None
+            pending = await self.update_cluster(rayservice, pending, role="pending")
+        return active, pending
+
+    async def update_cluster(self, rayservice: Object, cluster: Object, *, role: str) -> Object:
+        """One update (PUT, compare-and-swap on the cached resourceVersion) of the cluster. A
+        failure raises: deciding on with the old annotations would prepare a new cluster."""
+        namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
+        try:
+            updated: Object = await self._client.replace(
+                RAY_CLUSTER, rules.cluster_updated_in_place(rayservice, cluster)
+            )
+        except Conflict:
+            raise  # a stale cache: retried from fresh data, no Event for a routine race
+        except KubeError as error:
+            await self._events.record(
+                rayservice,
+                reason="FailedToUpdateRayCluster",
+                message=f"Failed to update the {role} RayCluster {namespace}/{name}: {error}",
+                type="Warning",
+            )
+            raise
+        logger.info("updated the %s RayCluster %s in place", role, name)
+        await self._events.record(
+            rayservice,
+            reason="UpdatedRayCluster",
+            message=f"Updated the {role} RayCluster {namespace}/{name}",
+        )
+        return updated
 
     async def create_cluster(self, rayservice: Object, name: str) -> Object:
         namespace = rayservice["metadata"]["namespace"]
@@ -231,23 +420,24 @@ class RayServiceController:
         self,
         rayservice: Object,
         cluster: Object,
+        spec: SpecReading,
     ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None]:
         """PUT the Serve config when needed; whether all apps run, and their statuses."""
         if not _head_pod_ready(cluster):
             return False, None
         key = ObjectKey.of(rayservice)
         name = cluster["metadata"]["name"]
-        current = build.serve_config_hash(rayservice)
+        current = spec.serve_config_hash
         try:
             async with self._dashboards.open(cluster) as ray:
-                apps = await ray.serve_applications()
-                update, reason = rules.needs_serve_update(
-                    self._serve_configs.get(key, {}).get(name), current, apps=apps
-                )
+                details = await ray.serve_details()
+                apps = details.applications
+                recorded = self._serve_config_of(rayservice, name, details=details, spec=spec)
+                update, reason = rules.needs_serve_update(recorded, current, apps=apps)
                 # No serveConfigV2 means nothing to deploy (KubeRay caches nothing either).
                 if update and (rayservice.get("spec") or {}).get("serveConfigV2"):
                     logger.info("updating Serve applications on %s: %s", name, reason)
-                    await ray.deploy_serve_applications(build.serve_config(rayservice))
+                    await ray.deploy_serve_applications(spec.serve_config)
                     self._serve_configs.setdefault(key, {})[name] = current
                     await self._events.record(
                         rayservice,
@@ -260,6 +450,27 @@ class RayServiceController:
             logger.info("Serve on RayCluster %s: %s", name, error)
             return False, None
         return rules.apps_ready(apps), apps
+
+    def _serve_config_of(
+        self, rayservice: Object, cluster_name: str, *, details: ServeDetails, spec: SpecReading
+    ) -> str | None:
+        """The hash of the Serve config the cluster has: as remembered, or — with no record —
+        the spec's when the cluster reports running exactly that config (then remembered)."""
+        key = ObjectKey.of(rayservice)
+        recorded = self._serve_configs.get(key, {}).get(cluster_name)
+        if recorded is not None or not (rayservice.get("spec") or {}).get("serveConfigV2"):
+            return recorded
+        deployed, reason = serve_config_deployed(spec.serve_config, details)
+        if not deployed:
+            logger.info(
+                "Serve config on RayCluster %s not known to be current: %s", cluster_name, reason
+            )
+            return None
+        logger.info(
+            "RayCluster %s runs the current Serve config already: not PUT again", cluster_name
+        )
+        self._serve_configs.setdefault(key, {})[cluster_name] = spec.serve_config_hash
+        return spec.serve_config_hash
 
     async def mark_serving_head_pods(self, rayservice: Object, *clusters: Object | None) -> None:
         """Label each head Pod `ray.io/serve` true/false by its Serve proxy's health, so the serve
@@ -327,16 +538,11 @@ class RayServiceController:
             )
             return
         target = service["spec"]["selector"][names.CLUSTER_LABEL]
-        if rules.serving_cluster_of(existing) == target:
-            return
         # Only the selector moves: a Service's clusterIP is immutable, its ports stay valid.
-        await self._client.patch(
-            SERVICE,
-            name,
-            {"spec": {"selector": service["spec"]["selector"]}},
-            namespace=namespace,
-            patch_type=PatchType.STRATEGIC,
-        )
+        patch = selector_patch(service, existing)
+        if patch is None:
+            return
+        await self._client.patch(SERVICE, name, patch, namespace=namespace)
         logger.info("switched Service %s to RayCluster %s", name, target)
         await self._events.record(
             rayservice,
@@ -367,14 +573,23 @@ class RayServiceController:
             await self._delete(SERVICE, service)
         await remove_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
         self._serve_configs.pop(ObjectKey.of(rayservice), None)
+        self._spec_readings.pop(ObjectKey.of(rayservice), None)
         return Result()
 
-    def spec_problem(self, rayservice: Object) -> str | None:
+    def read_spec(self, rayservice: Object) -> SpecReading:
         """What makes the spec unusable (the webhook's rules, again: an object may predate the
-        webhook or bypass it), or what this operator does not implement yet; None when fine."""
+        webhook or bypass it, or what this operator does not implement yet), and the parsed
+        Serve config; recomputed only when the name, annotations or spec changed (their digest
+        costs O(size), a YAML parse far more)."""
+        key = ObjectKey.of(rayservice)
+        digest = _spec_digest(rayservice)
+        known = self._spec_readings.get(key)
+        if known is not None and known.digest == digest:
+            return known
         problems = [str(error) for error in validate_rayservice(rayservice, limits=self._limits)]
+        config: Mapping[str, Any] = {}
         try:
-            build.serve_config(rayservice)
+            config = build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
         strategy = ((rayservice.get("spec") or {}).get("upgradeStrategy") or {}).get("type")
@@ -383,7 +598,16 @@ class RayServiceController:
                 'spec.upgradeStrategy.type: Unsupported value: "NewClusterWithIncrementalUpgrade": '
                 'not implemented by this operator yet; use "NewCluster" or "None"'
             )
-        return "; ".join(problems) or None
+        problem = "; ".join(problems) or None
+        reading = SpecReading(
+            digest=digest,
+            problem=problem,
+            serve_config=config if problem is None else {},
+            serve_config_hash=build.serve_config_hash(rayservice) if problem is None else "",
+            cluster_config_hash=build.cluster_config_hash(rayservice) if problem is None else "",
+        )
+        self._spec_readings[key] = reading
+        return reading
 
     async def report_invalid_spec(self, rayservice: Object, status: JSON, message: str) -> Result:
         await self._events.record(
@@ -452,6 +676,14 @@ class RayServiceController:
             await self._client.delete(
                 kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
             )
+
+
+def _spec_digest(rayservice: Object) -> str:
+    """A digest of what validation and the Serve config read: name, annotations and spec."""
+    metadata = rayservice.get("metadata") or {}
+    what = [metadata.get("name"), metadata.get("annotations"), rayservice.get("spec")]
+    text = json.dumps(what, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _cluster_name(status: Object, entry: str) -> str:

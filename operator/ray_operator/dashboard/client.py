@@ -42,7 +42,8 @@ from ray_operator.dashboard.models import (
     JobInfo,
     JobSubmission,
     ServeApplicationStatus,
-    parse_serve_applications,
+    ServeDetails,
+    parse_serve_details,
 )
 
 logger = logging.getLogger(__name__)
@@ -170,10 +171,17 @@ class DashboardClient:
 
     async def serve_applications(self) -> dict[str, ServeApplicationStatus]:
         """Declaratively deployed Serve applications by name, with their deployments."""
+        return (await self.serve_details()).applications
+
+    async def serve_details(self) -> ServeDetails:
+        """`GET /api/serve/applications/` (declarative applications only): each application's
+        status and `deployed_app_config`, and the instance's `target_capacity`. The answer is
+        bounded like every other (`max_response_bytes`): its size grows with the user's config
+        and the number of replicas."""
         answer = await self._request(
             "GET", SERVE_APPLICATIONS_PATH, query={"api_type": "declarative"}
         )
-        return parse_serve_applications(answer)
+        return parse_serve_details(answer)
 
     async def delete_serve_applications(self) -> None:
         """`DELETE /api/serve/applications/`: shut Serve down on the cluster."""
@@ -223,6 +231,9 @@ class DashboardClient:
             return None
         try:
             return json.loads(text)
+        except RecursionError as error:
+            # Nesting deeper than Python's recursion limit: a hostile answer, not a crash.
+            raise DashboardBadResponse(f"{what}: answer is nested too deeply") from error
         except ValueError as error:
             raise DashboardBadResponse(
                 f"{what}: answer is not JSON: {excerpt(text, 200)}"

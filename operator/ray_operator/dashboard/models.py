@@ -1,8 +1,9 @@
 """Plain data exchanged with Ray's Jobs and Serve REST APIs, and their (pure) parsing.
 
 `JobSubmission` is what `POST /api/jobs/` takes (KubeRay's `RayJobRequest`); `JobInfo` is what
-`GET /api/jobs/{id}` answers; `ServeApplicationStatus` is one application of
-`GET /api/serve/applications/`. Parsing is lenient about extra fields (Ray adds some in every
+`GET /api/jobs/{id}` answers; `ServeDetails` is what `GET /api/serve/applications/` answers
+(the part we read: each application's status, deployments and `deployed_app_config`, and the
+instance's `target_capacity`). Parsing is lenient about extra fields (Ray adds some in every
 release) and strict about the ones we decide on, raising `DashboardBadResponse`.
 """
 
@@ -108,33 +109,72 @@ class ServeApplicationStatus:
     status: str
     message: str = ""
     deployments: Mapping[str, ServeDeploymentStatus] = field(default_factory=dict)
+    deployed_config: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """`deployed_app_config`: the application's part of the config last PUT, as Serve keeps it
+    (None while Serve has none, e.g. for an application being deleted). Out of repr: its
+    `runtime_env` may hold secrets."""
 
     @property
     def running(self) -> bool:
         return self.status == APP_RUNNING
 
 
-def parse_serve_applications(data: Any) -> dict[str, ServeApplicationStatus]:
-    """Applications by name from a Serve details answer (the unnamed one is `default`)."""
+@dataclass(frozen=True, slots=True)
+class ServeDetails:
+    """The Serve instance of a cluster: its applications by name, and its target capacity."""
+
+    applications: dict[str, ServeApplicationStatus] = field(default_factory=dict)
+    target_capacity: float | None = None
+    """The `target_capacity` of the config last PUT (None when it set none)."""
+
+
+def parse_serve_details(data: Any) -> ServeDetails:
+    """A Serve details answer, parsed (the unnamed application is `default`)."""
     if not isinstance(data, Mapping):
         raise DashboardBadResponse(f"not a Serve details object: {str(data)[:200]}")
     applications = data.get("applications") or {}
     if not isinstance(applications, Mapping):
         raise DashboardBadResponse("Serve details: `applications` is not an object")
-    result: dict[str, ServeApplicationStatus] = {}
-    for name, app in applications.items():
-        if not isinstance(app, Mapping):
-            raise DashboardBadResponse(f"Serve application {name!r} is not an object")
-        deployments = {
+    capacity = data.get("target_capacity")
+    if capacity is not None and (
+        isinstance(capacity, bool) or not isinstance(capacity, int | float)
+    ):
+        raise DashboardBadResponse("Serve details: `target_capacity` is not a number")
+    return ServeDetails(
+        applications={
+            str(name) or DEFAULT_SERVE_APP_NAME: _parse_application(str(name), app)
+            for name, app in applications.items()
+        },
+        target_capacity=None if capacity is None else float(capacity),
+    )
+
+
+def parse_serve_applications(data: Any) -> dict[str, ServeApplicationStatus]:
+    """Applications by name from a Serve details answer (the unnamed one is `default`)."""
+    return parse_serve_details(data).applications
+
+
+def _parse_application(name: str, app: Any) -> ServeApplicationStatus:
+    if not isinstance(app, Mapping):
+        raise DashboardBadResponse(f"Serve application {name!r} is not an object")
+    deployments = app.get("deployments") or {}
+    if not isinstance(deployments, Mapping):
+        raise DashboardBadResponse(f"Serve application {name!r}: `deployments` is not an object")
+    config = app.get("deployed_app_config")
+    return ServeApplicationStatus(
+        status=str(app.get("status") or ""),
+        message=str(app.get("message") or ""),
+        deployments={
             str(deployment_name): ServeDeploymentStatus(
-                status=str((deployment or {}).get("status") or ""),
-                message=str((deployment or {}).get("message") or ""),
+                status=str(_mapping(deployment).get("status") or ""),
+                message=str(_mapping(deployment).get("message") or ""),
             )
-            for deployment_name, deployment in (app.get("deployments") or {}).items()
-        }
-        result[str(name) or DEFAULT_SERVE_APP_NAME] = ServeApplicationStatus(
-            status=str(app.get("status") or ""),
-            message=str(app.get("message") or ""),
-            deployments=deployments,
-        )
-    return result
+            for deployment_name, deployment in deployments.items()
+        },
+        # Anything but an object means "no config we can compare with".
+        deployed_config=config if isinstance(config, Mapping) else None,
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -81,9 +81,20 @@ Pod): the kubelet's mount, /var/run/secrets/kubernetes.io/serviceaccount. Tests 
 operator process exactly as in a Pod, with the ServiceAccount token a Pod would get."""
 
 
-async def load_api_client(kubeconfig: Path | None) -> kube_client.ApiClient:
-    """Credentials: `kubeconfig`, else in-cluster, else $KUBECONFIG or ~/.kube/config."""
+REQUEST_CONNECTIONS = 100
+"""Connections for requests, beside those watches hold (kubernetes-asyncio's pool size)."""
+
+
+async def load_api_client(kubeconfig: Path | None, *, watches: int = 0) -> kube_client.ApiClient:
+    """Credentials: `kubeconfig`, else in-cluster, else $KUBECONFIG or ~/.kube/config.
+
+    `watches`: how many watches will run at once. Each holds a pooled connection for as long as
+    it runs, so the pool gets that many on top of `REQUEST_CONNECTIONS`: with 13 watches per
+    namespace, a fixed pool of 100 would be all watches at 8 namespaces, and every write would
+    wait for a free connection forever.
+    """
     configuration = kube_client.Configuration()
+    configuration.connection_pool_maxsize = watches + REQUEST_CONNECTIONS
     if kubeconfig is not None:
         await kube_config.load_kube_config(
             config_file=str(kubeconfig), client_configuration=configuration

@@ -12,13 +12,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ray_operator.labels import CREATED_BY, CREATED_BY_SELECTOR, RAY_POD_SELECTOR
+from ray_operator.labels import (
+    CREATED_BY,
+    CREATED_BY_LABEL,
+    CREATED_BY_SELECTOR,
+    HEADLESS_WORKER_SERVICE_LABEL,
+    KUBERAY_CREATED_BY,
+    NODE_TYPE_LABEL,
+    RAY_POD_SELECTOR,
+    SERVE_LABEL,
+)
 
 OPERATOR_NAME = CREATED_BY
 """This operator's value for `app.kubernetes.io/created-by` (KubeRay uses `kuberay-operator`)."""
 
 OWNED_SELECTOR = CREATED_BY_SELECTOR
-"""Server-side label selector of owned Services, Jobs and RBAC objects: others are never cached."""
+"""Label selector of what this operator labelled as its own (`created-by=ray-operator`); the
+cache is filled through `watch_selectors`, which also admit what KubeRay made."""
 
 POD_SELECTOR = RAY_POD_SELECTOR
 """Server-side label selector of Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or
@@ -72,24 +82,97 @@ SECRET = Kind("", "v1", "secrets", "Secret")
 """Never watched: only created (Ray auth tokens) and read by name where RBAC allows."""
 ROLE = Kind("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+"""The `<cluster>-gcs-pvc` of embedded GCS fault tolerance; KubeRay labels it `ray.io/cluster`
+only."""
+INGRESS = Kind("networking.k8s.io", "v1", "ingresses", "Ingress")
+"""The head's `<cluster>-head-ingress` of `headGroupSpec.enableIngress`."""
 
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
-OWNED_KINDS: tuple[Kind, ...] = (POD, SERVICE, JOB, *AUTOSCALER_RBAC_KINDS)
-"""Kinds we create and therefore watch only through a label selector (`watch_selector`): Pods
-must carry `ray.io/cluster`, the others `app.kubernetes.io/created-by=ray-operator`, or the cache
-never sees them."""
+OWNED_KINDS: tuple[Kind, ...] = (
+    POD,
+    SERVICE,
+    JOB,
+    *AUTOSCALER_RBAC_KINDS,
+    PERSISTENT_VOLUME_CLAIM,
+    INGRESS,
+)
+"""Kinds we create and therefore watch only through label selectors (`watch_selectors`): an
+object without the labels Ray's operators put on what they make is never cached."""
 
 WATCHED_KINDS: tuple[Kind, ...] = (RAY_CLUSTER, RAY_JOB, RAY_SERVICE, *OWNED_KINDS)
 """Kinds the operator caches by default."""
 
 
-def watch_selector(kind: Kind) -> str | None:
-    """The server-side label selector the cache of `kind` is filled through (None: everything)."""
-    if kind == POD:
-        return POD_SELECTOR
-    return OWNED_SELECTOR if kind in OWNED_KINDS else None
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A label selector the API server applies (`str()`) and that we can evaluate (`matches`).
+
+    Needed where one kind is watched through several selectors: each watcher must know which
+    cached objects are its own (a relist removes only those; a DELETED sent because an object's
+    labels moved it into another watcher's selector must not remove the newer copy).
+    """
+
+    present: tuple[str, ...] = ()
+    """Keys that must be set (any value)."""
+    absent: tuple[str, ...] = ()
+    """Keys that must not be set."""
+    one_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(key, values): the key must be set to one of the values."""
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        """Whether an object with these labels is selected."""
+        labels = labels or {}
+        return (
+            all(key in labels for key in self.present)
+            and not any(key in labels for key in self.absent)
+            and all(labels.get(key) in values for key, values in self.one_of)
+        )
+
+    def __str__(self) -> str:
+        requirements = [
+            *self.present,
+            *(f"!{key}" for key in self.absent),
+            *(f"{key} in ({','.join(values)})" for key, values in self.one_of),
+        ]
+        return ",".join(requirements)
+
+
+CREATED_BY_EITHER_OPERATOR = LabelSelector(
+    one_of=((CREATED_BY_LABEL, (CREATED_BY, KUBERAY_CREATED_BY)),)
+)
+"""Jobs and autoscaler RBAC objects: both operators put `app.kubernetes.io/created-by` on every
+one they make (KubeRay's redis-cleanup Job too: it copies the head Pod's labels)."""
+
+SERVICE_SELECTORS: tuple[LabelSelector, ...] = (
+    LabelSelector(present=(NODE_TYPE_LABEL,)),
+    LabelSelector(present=(SERVE_LABEL,), absent=(NODE_TYPE_LABEL,)),
+    LabelSelector(present=(HEADLESS_WORKER_SERVICE_LABEL,), absent=(NODE_TYPE_LABEL, SERVE_LABEL)),
+)
+"""Services, by the `ray.io/*` labels KubeRay relies on — no single label is on all of them:
+head Services (a RayCluster's, a RayJob's, a RayService's; either operator's) carry
+`ray.io/node-type`; serve Services `ray.io/serve` only; the multi-host headless worker Service
+`ray.io/headless-worker-svc` only (KubeRay puts no `created-by` on the last two, nor on a RayJob's
+or RayService's head Service). Label selectors cannot say "or", so these are three watches; each
+excludes the keys of the ones before, so no Service is in two and each watcher owns its part."""
+
+
+def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
+    """The label selectors the cache of `kind` is filled through, one watch each (None: all).
+
+    What either operator created is recognised: ownership is then decided by ownerReferences
+    (the owner's uid), never by who created it, so a cluster KubeRay ran is taken over as is.
+    """
+    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS):
+        # Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or ours with `created-by`
+        # removed). PVCs and Ingresses too: KubeRay's carry `ray.io/cluster` (its PVC no other
+        # label), so a taken-over cluster's are seen.
+        return (LabelSelector(present=(POD_SELECTOR,)),)
+    if kind == SERVICE:
+        return SERVICE_SELECTORS
+    return (CREATED_BY_EITHER_OPERATOR,) if kind in OWNED_KINDS else (None,)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -81,7 +81,8 @@ _Name = tuple[str, str]  # (namespace, name)
 
 
 class CacheSync:
-    """Which parts of the cache are complete; a part is a kind in one namespace (or in all: None).
+    """Which parts of the cache are complete; a part is a kind in one namespace (or in all: None),
+    through one label selector (a kind may be watched through several, e.g. Services).
 
     Watchers register their part as unsynced when they are built, mark it synced once a LIST is
     applied and unsynced again when their watch breaks. Kinds nobody watches count as synced.
@@ -89,19 +90,19 @@ class CacheSync:
     """
 
     def __init__(self) -> None:
-        self._unsynced: dict[Kind, set[str | None]] = {}
+        self._unsynced: dict[Kind, set[tuple[str | None, str]]] = {}
         self._listeners: list[Callable[[], None]] = []
 
-    def mark_unsynced(self, kind: Kind, namespace: str | None) -> None:
+    def mark_unsynced(self, kind: Kind, namespace: str | None, selector: str = "") -> None:
         """The cache of `kind` in `namespace` (None: all) may be missing objects from now on."""
-        self._unsynced.setdefault(kind, set()).add(namespace)
+        self._unsynced.setdefault(kind, set()).add((namespace, selector))
 
-    def mark_synced(self, kind: Kind, namespace: str | None) -> None:
+    def mark_synced(self, kind: Kind, namespace: str | None, selector: str = "") -> None:
         """A LIST of `kind` in `namespace` (None: all) was applied; tell the listeners."""
         parts = self._unsynced.get(kind)
-        if parts is None or namespace not in parts:
+        if parts is None or (namespace, selector) not in parts:
             return
-        parts.discard(namespace)
+        parts.discard((namespace, selector))
         if not parts:
             del self._unsynced[kind]
         for listener in self._listeners:
@@ -110,7 +111,7 @@ class CacheSync:
     def synced(self, kind: Kind, namespace: str) -> bool:
         """Whether the objects of `kind` in `namespace` are all in the cache."""
         parts = self._unsynced.get(kind)
-        return not parts or (None not in parts and namespace not in parts)
+        return not parts or not any(part in (None, namespace) for part, _ in parts)
 
     def all_synced(self, kinds: Iterable[Kind] | None, namespace: str) -> bool:
         """`synced` for each of `kinds` (None: every kind) in `namespace`."""
@@ -187,9 +188,15 @@ class Store:
         return Change(kind, dict(obj), None)
 
     def replace(
-        self, kind: Kind, objects: Iterable[Object], *, namespace: str | None = None
+        self,
+        kind: Kind,
+        objects: Iterable[Object],
+        *,
+        namespace: str | None = None,
+        part: Callable[[Object], bool] | None = None,
     ) -> builtins.list[Change]:
-        """Make the cache of `kind` (in `namespace`, or everywhere) equal a fresh list.
+        """Make the cache of `kind` (in `namespace`, or everywhere; of the objects `part`
+        accepts, when the kind is listed through several selectors) equal a fresh list.
 
         Returns the differences — adds, updates (resourceVersion changed) and the deletions that
         happened while we were not watching — so they are dispatched like watch events.
@@ -203,7 +210,9 @@ class Store:
             if old is None or _resource_version(old) != _resource_version(obj):
                 changes.append(self.upsert(kind, obj))
         for key, old in list(self._objects[kind].items()):
-            if key not in seen and (namespace is None or key[0] == namespace):
+            if key in seen or (namespace is not None and key[0] != namespace):
+                continue
+            if part is None or part(old):
                 changes.append(self.remove(kind, old))
         return changes
 

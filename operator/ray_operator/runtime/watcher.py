@@ -23,6 +23,10 @@ answers with an error (429, 5xx, 403) the delay grows to 30 s. A successful LIST
 first; a working watch resets both.
 
 Owned kinds are watched with a server-side label selector, so unrelated Pods never reach us.
+A kind may be watched through several disjoint selectors (Services: no one label is on all of
+KubeRay's), one watcher each, sharing the kind's cache: each one's relist removes only objects of
+its own part, and a DELETED that only says an object left its selector (its labels now put it in
+another watcher's part, whose ADDED may have come first) does not remove the newer copy.
 `synced` is set after the first successful list (readiness).
 """
 
@@ -32,13 +36,13 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_operator.runtime.client import KubeClient, WatchEvent
 from ray_operator.runtime.errors import Gone, KubeError, TransportError, error_from_status
-from ray_operator.runtime.kinds import Kind
+from ray_operator.runtime.kinds import Kind, LabelSelector
 from ray_operator.runtime.queue import Backoff
 from ray_operator.runtime.store import Change, Store
 
@@ -81,7 +85,7 @@ class Watcher:
         on_change: Callable[[Change], None],
         metrics: Metrics,
         namespace: str | None = None,
-        label_selector: str | None = None,
+        label_selector: str | LabelSelector | None = None,
         timeout_seconds: int = 300,
         inactivity_timeout: float | None = None,
         backoff: ReconnectBackoff | None = None,
@@ -89,7 +93,10 @@ class Watcher:
     ) -> None:
         self.kind = kind
         self.namespace = namespace
-        self.label_selector = label_selector
+        self.label_selector = None if label_selector is None else str(label_selector)
+        # A structured selector: this watcher is one of several of its kind (its part).
+        self._part = label_selector if isinstance(label_selector, LabelSelector) else None
+        self._sync_part = str(self._part) if self._part is not None else ""
         self.synced = asyncio.Event()
         self._client = client
         self._store = store
@@ -109,12 +116,14 @@ class Watcher:
         # LIST that works before a watch that is refused (RBAC) would retry every 0.5 s.
         self._failures = 0
         self._answered_failures = 0
-        store.sync.mark_unsynced(kind, namespace)  # until the first LIST
+        store.sync.mark_unsynced(kind, namespace, self._sync_part)  # until the first LIST
 
     @property
     def name(self) -> str:
-        """`watch:<Kind>` or `watch:<Kind>:<namespace>`: the task name and log prefix."""
-        return f"watch:{self.kind}" + (f":{self.namespace}" if self.namespace else "")
+        """`watch:<Kind>` or `watch:<Kind>:<namespace>` (with `[<selector>]` after the kind when
+        it is one of several of its kind): the task name and log prefix."""
+        part = f"[{self.label_selector}]" if self._part is not None else ""
+        return f"watch:{self.kind}{part}" + (f":{self.namespace}" if self.namespace else "")
 
     async def run(self) -> NoReturn:
         """List, then watch and resume forever (until cancelled)."""
@@ -144,7 +153,7 @@ class Watcher:
     def _lost_track(self) -> None:
         """The stream broke: until a LIST is applied, the cache may miss recent objects."""
         self._resource_version = None
-        self._store.sync.mark_unsynced(self.kind, self.namespace)
+        self._store.sync.mark_unsynced(self.kind, self.namespace, self._sync_part)
 
     def _next_delay(self, error: KubeError) -> float:
         self._failures += 1
@@ -159,7 +168,9 @@ class Watcher:
         listed = await self._client.list(
             self.kind, namespace=self.namespace, label_selector=self.label_selector
         )
-        changes = self._store.replace(self.kind, listed.items, namespace=self.namespace)
+        changes = self._store.replace(
+            self.kind, listed.items, namespace=self.namespace, part=self._owns
+        )
         logger.info(
             "%s: listed %d objects (%d changes) at resourceVersion %s",
             self.name,
@@ -170,7 +181,7 @@ class Watcher:
         self._failures = 0  # the API server answers again
         self._resource_version = listed.resource_version
         # Synced before the changes are dispatched: the keys they enqueue may run at once.
-        self._store.sync.mark_synced(self.kind, self.namespace)
+        self._store.sync.mark_synced(self.kind, self.namespace, self._sync_part)
         self.synced.set()
         for change in changes:
             self._on_change(change)
@@ -206,11 +217,22 @@ class Watcher:
             obj.setdefault("apiVersion", self.kind.api_version)
             self._on_change(self._store.upsert(self.kind, obj))
             self._count()
-        elif event.type == "DELETED":
+        elif event.type == "DELETED" and self._holds(obj):
             obj.setdefault("kind", self.kind.kind)
             self._on_change(self._store.remove(self.kind, obj))
             self._count()
         return str(resource_version) if resource_version else None
+
+    def _owns(self, cached: Mapping[str, Any]) -> bool:
+        """Whether a cached object is in this watcher's part of its kind's cache."""
+        return self._part is None or self._part.matches(cached["metadata"].get("labels"))
+
+    def _holds(self, deleted: Mapping[str, Any]) -> bool:
+        """Whether the cached copy of `deleted` is this watcher's to remove: not when the copy
+        came from the watcher of another part (the object moved there, not gone)."""
+        metadata = deleted.get("metadata") or {}
+        cached = self._store.get(self.kind, metadata.get("namespace", ""), metadata.get("name", ""))
+        return cached is None or self._owns(cached)
 
     def _jittered_timeout(self) -> int:
         # Spread the server-side ends of watches so they do not all reconnect at once.

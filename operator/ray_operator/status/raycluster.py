@@ -169,7 +169,7 @@ class _Conditions:
 def _replica_counts(cluster: JSON, pods: Sequence[Mapping[str, Any]]) -> JSON:
     groups = worker_groups(cluster)
     workers = [pod for pod in pods if observed.is_worker(pod)]
-    return {
+    counts = {
         "readyWorkerReplicas": sum(1 for pod in workers if observed.is_running_and_ready(pod)),
         "availableWorkerReplicas": sum(
             1 for pod in workers if observed.pod_phase(pod) == "Running"
@@ -178,6 +178,9 @@ def _replica_counts(cluster: JSON, pods: Sequence[Mapping[str, Any]]) -> JSON:
         "minWorkerReplicas": clamp_int32(sum(min_group_pods(group) for group in groups)),
         "maxWorkerReplicas": clamp_int32(sum(max_group_pods(group) for group in groups)),
     }
+    # KubeRay's fields are `omitempty`: a 0 is no field (None: dropped from the status), so a
+    # status KubeRay wrote compares equal (taking over a cluster without workers writes nothing).
+    return {name: count or None for name, count in counts.items()}
 
 
 def _desired_resources(cluster: JSON) -> JSON:
@@ -331,7 +334,7 @@ def _update_state(
     new: JSON, cluster: JSON, *, pods: Sequence[Mapping[str, Any]], failed: bool
 ) -> None:
     # KubeRay only ever sets "ready" (and "suspended"); a state once reached stays until replaced.
-    desired = int(new.get("desiredWorkerReplicas", 0))
+    desired = int(new.get("desiredWorkerReplicas") or 0)
     if not failed and len(pods) == desired + 1 and observed.all_running(pods):
         new["state"] = STATE_READY
         new.pop("reason", None)

@@ -11,6 +11,9 @@
 Each function takes the current status (a dict, never mutated) and returns the next one, or None
 when its rule does not apply; the controller (`controllers/rayjob.py`) runs them in KubeRay's
 order and does the I/O between them. Times are RFC 3339 strings, as the API stores them.
+Once Complete or Failed, `deletion_plan` (or `shutdown_due_at`) says what to delete and when;
+in K8sJobMode the submitter Job, in SidecarMode the head Pod's submitter container, must have
+finished before a terminal Ray job ends the run.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import copy
 import datetime
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ray_operator.dashboard.models import FAILED, SUCCEEDED, JobInfo, is_job_terminal
@@ -55,6 +59,8 @@ STATUS_CHECK_TIMEOUT_SECONDS = 300
 SUBMITTER_FINISHED_TIMEOUT_SECONDS = 30
 
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+# The SidecarMode submitter's container name in the head Pod (KubeRay's SubmitterContainerName).
+SUBMITTER_CONTAINER_NAME = "ray-job-submitter"
 
 
 def state(status: Object) -> str:
@@ -172,10 +178,18 @@ def grace_period_passed(status: Object, *, now: datetime.datetime) -> JSON | Non
     return new
 
 
-def status_check_timed_out(status: Object, *, now: datetime.datetime) -> JSON | None:
-    """→ Failed when the dashboard has not answered for `STATUS_CHECK_TIMEOUT_SECONDS`."""
+def status_check_timed_out(
+    status: Object, *, now: datetime.datetime, not_before: datetime.datetime | None = None
+) -> JSON | None:
+    """→ Failed when the dashboard has not answered for `STATUS_CHECK_TIMEOUT_SECONDS`, counted
+    from `jobStatusCheckFailureStartTime` but from `not_before` at the earliest (when this
+    operator began watching: a failure start recorded by a previous operator is not trusted)."""
     since = parse_time(status.get("jobStatusCheckFailureStartTime"))
-    if since is None or now < since + datetime.timedelta(seconds=STATUS_CHECK_TIMEOUT_SECONDS):
+    if since is None:
+        return None
+    if not_before is not None:
+        since = max(since, not_before)
+    if now < since + datetime.timedelta(seconds=STATUS_CHECK_TIMEOUT_SECONDS):
         return None
     since_text = status.get("jobStatusCheckFailureStartTime")
     return _failed(
@@ -209,6 +223,40 @@ def submitter_failed(status: Object, submitter: Object | None) -> JSON | None:
         f"Job submission has failed. Reason: {condition.get('reason', '')}. "
         f"Message: {condition.get('message', '')}",
     )
+
+
+def sidecar_failed(status: Object, head_pod: Object | None) -> JSON | None:
+    """SidecarMode: the head Pod is gone, or its submitter container exited non-zero → Failed
+    (KubeRay's `checkSubmitterAndUpdateStatusIfNeeded`: `ray job submit` exits 1 when the job
+    failed, so AppFailed when the dashboard already said FAILED, else SubmissionFailed)."""
+    if head_pod is None:
+        return _failed(status, APP_FAILED, "Ray head pod not found.")
+    terminated = _submitter_terminated(head_pod)
+    if terminated is None or not terminated.get("exitCode"):
+        return None
+    if status.get("jobStatus") == FAILED:
+        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
+    return _failed(
+        status,
+        SUBMISSION_FAILED,
+        f"Ray head pod container {SUBMITTER_CONTAINER_NAME} terminated with exit code "
+        f"{terminated.get('exitCode')}: {terminated.get('reason', '')}",
+    )
+
+
+def sidecar_finished_at(head_pod: Object | None) -> str | None:
+    """When the head Pod's submitter container ended (either way), or None while it runs."""
+    terminated = _submitter_terminated(head_pod)
+    if terminated is None:
+        return None
+    return str(terminated.get("finishedAt") or "") or None
+
+
+def _submitter_terminated(head_pod: Object | None) -> Mapping[str, Any] | None:
+    for container in ((head_pod or {}).get("status") or {}).get("containerStatuses") or ():
+        if container.get("name") == SUBMITTER_CONTAINER_NAME:
+            return (container.get("state") or {}).get("terminated")
+    return None
 
 
 def submitter_finished_at(submitter: Object | None) -> str | None:
@@ -354,6 +402,113 @@ def shutdown_due_at(rayjob: Object, status: Object) -> datetime.datetime | None:
     return ended + datetime.timedelta(seconds=int(spec.get("ttlSecondsAfterFinished") or 0))
 
 
+# --- Complete / Failed: deletionStrategy ---------------------------------------------------
+
+DELETE_NONE = "DeleteNone"
+DELETE_WORKERS = "DeleteWorkers"
+DELETE_CLUSTER = "DeleteCluster"
+DELETE_SELF = "DeleteSelf"
+# When several rules are due at once, the most destructive one runs (KubeRay's
+# `selectMostImpactfulRule`); the others are then done by it or no longer matter.
+_IMPACT = {DELETE_NONE: 1, DELETE_WORKERS: 2, DELETE_CLUSTER: 3, DELETE_SELF: 4}
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionPlan:
+    """What a finished RayJob's `deletionStrategy` asks for now, and when to look again."""
+
+    action: str | None
+    """The policy to carry out now (DeleteWorkers, DeleteCluster, DeleteSelf), or None."""
+    next_due: datetime.datetime | None
+    """When the next rule falls due (None: no rule is pending)."""
+
+
+def deletion_plan(
+    rayjob: Object, status: Object, *, cluster: Object | None, now: datetime.datetime
+) -> DeletionPlan | None:
+    """The `deletionStrategy` of a Complete/Failed RayJob (KubeRay's `handleDeletionRules` and
+    `handleLegacyDeletionPolicy`); None when it has none (then `shutdownAfterJobFinishes` rules).
+
+    `cluster` is the RayJob's RayCluster as cached (None when gone): a policy whose effect is
+    already there (cluster deleting or gone, every worker group suspended) is not done again.
+    """
+    strategy = spec_of(rayjob).get("deletionStrategy")
+    ended = parse_time(status.get("endTime"))
+    if not strategy or uses_cluster_selector(rayjob):
+        return None
+    if ended is None:
+        return DeletionPlan(None, None)
+    rules = strategy.get("deletionRules")
+    if rules:
+        return _plan_rules(rules, status, cluster=cluster, ended=ended, now=now)
+    return _plan_legacy(rayjob, strategy, status, cluster=cluster, ended=ended, now=now)
+
+
+def _plan_rules(
+    rules: list[Any],
+    status: Object,
+    *,
+    cluster: Object | None,
+    ended: datetime.datetime,
+    now: datetime.datetime,
+) -> DeletionPlan:
+    overdue: list[str] = []
+    next_due: datetime.datetime | None = None
+    for rule in rules:
+        condition = rule.get("condition") or {}
+        if not _rule_matches(condition, status):
+            continue
+        due = ended + datetime.timedelta(seconds=int(condition.get("ttlSeconds") or 0))
+        if now < due:
+            next_due = due if next_due is None else min(next_due, due)
+        elif not deletion_done(str(rule.get("policy")), cluster):
+            overdue.append(str(rule.get("policy")))
+    action = max(overdue, key=lambda policy: _IMPACT.get(policy, 0)) if overdue else None
+    return DeletionPlan(action, next_due)
+
+
+def _rule_matches(condition: Object, status: Object) -> bool:
+    # The webhook makes sure exactly one of the two is set.
+    if condition.get("jobStatus") is not None:
+        return bool(condition["jobStatus"] == status.get("jobStatus"))
+    return bool(condition.get("jobDeploymentStatus") == state(status))
+
+
+def _plan_legacy(
+    rayjob: Object,
+    strategy: Object,
+    status: Object,
+    *,
+    cluster: Object | None,
+    ended: datetime.datetime,
+    now: datetime.datetime,
+) -> DeletionPlan:
+    """`onSuccess`/`onFailure` (deprecated): by the Ray job's outcome, after the spec's TTL."""
+    outcome = {SUCCEEDED: "onSuccess", FAILED: "onFailure"}.get(str(status.get("jobStatus")))
+    if outcome is None:
+        return DeletionPlan(None, None)
+    policy = str((strategy.get(outcome) or {}).get("policy") or DELETE_NONE)
+    ttl = int(spec_of(rayjob).get("ttlSecondsAfterFinished") or 0)
+    due = ended + datetime.timedelta(seconds=ttl)
+    if now < due:
+        return DeletionPlan(None, due)
+    return DeletionPlan(None if deletion_done(policy, cluster) else policy, None)
+
+
+def deletion_done(policy: str, cluster: Object | None) -> bool:
+    """Whether the effect of `policy` is already there (KubeRay's `isDeletionActionCompleted`)."""
+    if policy == DELETE_NONE:
+        return True
+    if policy == DELETE_SELF:
+        return False  # We are still here.
+    if cluster is None or (cluster.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    if policy == DELETE_WORKERS:
+        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or ()
+        return all(group.get("suspend") is True for group in groups)
+    return False
+
+
 def validation_failed(status: Object, message: str) -> JSON:
     return {
         **status,
@@ -386,13 +541,3 @@ def _comparable(status: Object) -> JSON:
         for condition in cluster.get("conditions") or ():
             condition.pop("lastTransitionTime", None)
     return result
-
-
-def unsupported(rayjob: Object) -> list[str]:
-    """Valid RayJob settings this operator does not implement yet, Kubernetes-style."""
-    if submission_mode(rayjob) == "SidecarMode":
-        return [
-            'spec.submissionMode: Unsupported value: "SidecarMode": not implemented by this '
-            'operator yet; use "K8sJobMode" or "HTTPMode"'
-        ]
-    return []

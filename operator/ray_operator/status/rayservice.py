@@ -5,28 +5,54 @@
 - `needs_new_cluster`: the serving (or pending) cluster was built from a different
   `rayClusterConfig` → prepare a pending cluster (zero-downtime upgrade), unless the
   upgrade strategy is `None`.
+- `should_update_cluster`: rewrite a cluster in place instead (KubeRay's `shouldUpdateCluster`:
+  groups only added at the end, or an active cluster stamped by another KubeRay version);
+  `cluster_updated_in_place` is the body of that update.
 - `compute_status`: active/pending service statuses, promotion of the pending cluster once the
   Services point at it, `numServeEndpoints`, conditions `Ready` and `UpgradeInProgress`, and the
-  deprecated `serviceStatus` (same meaning as Ready).
+  deprecated `serviceStatus` (same meaning as Ready). With the `ray.io/initializing-timeout`
+  annotation, a RayService still `Initializing` after that long gets Ready=False/
+  `InitializingTimeout` and its cluster names cleared (the clusters are then deleted as replaced
+  ones); that state is terminal (`initializing_timed_out`): only suspend/resume or recreating the
+  RayService starts over, as in KubeRay.
+- `spec.suspend` (KubeRay's `handleSuspend`): `suspend_phase` says where the state machine
+  stands: no suspension → `Suspending` (staged in the status first: the commit point) → owned
+  RayClusters and Services deleted → `Suspended` → resumed when `suspend` goes false. Once
+  `Suspending` is stored, the suspension completes even if `suspend` is turned off meanwhile.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ray_operator import labels as names
+from ray_operator.builders.rayservice import build_cluster_for_service, is_cluster_spec_hash_equal
 from ray_operator.dashboard.models import ServeApplicationStatus
+from ray_operator.validation.rayservice import (
+    INITIALIZING_TIMEOUT_ANNOTATION,
+    initializing_timeout_seconds,
+)
 
 JSON = dict[str, Any]
 Object = Mapping[str, Any]
 
 READY = "Ready"
 UPGRADE_IN_PROGRESS = "UpgradeInProgress"
+ROLLBACK_IN_PROGRESS = "RollbackInProgress"
+SUSPENDING = "Suspending"
+SUSPENDED = "Suspended"
 # Condition reasons (KubeRay's RayServiceConditionReason).
 INITIALIZING = "Initializing"
+INITIALIZING_TIMEOUT = "InitializingTimeout"
+SUSPEND_REQUESTED = "SuspendRequested"
+SUSPEND_IN_PROGRESS = "SuspendInProgress"
+SUSPEND_COMPLETE = "SuspendComplete"
+RESUMED = "RayServiceResumed"
 ZERO_SERVE_ENDPOINTS = "ZeroServeEndpoints"
 NON_ZERO_SERVE_ENDPOINTS = "NonZeroServeEndpoints"
 BOTH_CLUSTERS_EXIST = "BothActivePendingClustersExist"
@@ -98,7 +124,63 @@ def needs_new_cluster(
     annotations = cluster["metadata"].get("annotations") or {}
     if annotations.get(CLUSTER_HASH_ANNOTATION) == goal_hash:
         return False
+    if is_cluster_spec_hash_equal(rayservice, cluster, partial=True):
+        return False  # groups only added at the end: the cluster is updated in place instead
     return zero_downtime_upgrade_enabled(rayservice)
+
+
+def should_update_cluster(
+    rayservice: Object,
+    cluster: Object | None,
+    *,
+    active: bool,
+    upgrade_in_progress: bool,
+    goal_hash: str | None = None,
+) -> bool:
+    """Whether to rewrite a cluster's spec and annotations in place from `rayClusterConfig`
+    instead of preparing a new cluster (KubeRay's `shouldUpdateCluster`): the active cluster was
+    stamped by another KubeRay version (its hash may differ only by that version's Go types), or
+    worker groups were only added at the end of the config (`ray.io/num-worker-groups`).
+    `goal_hash` is `cluster_config_hash(rayservice)` when the caller has it already."""
+    if cluster is None:
+        return False
+    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+    if active:
+        if upgrade_in_progress:
+            return False  # only the pending cluster follows the spec during an upgrade
+        if annotations.get(names.KUBERAY_VERSION_ANNOTATION) != names.KUBERAY_VERSION:
+            return True
+    if goal_hash is not None:
+        if annotations.get(CLUSTER_HASH_ANNOTATION) == goal_hash:
+            return False
+    elif is_cluster_spec_hash_equal(rayservice, cluster, partial=False):
+        return False
+    return is_cluster_spec_hash_equal(rayservice, cluster, partial=True)
+
+
+def upgrade_in_progress(status: Object) -> bool:
+    """The status says `UpgradeInProgress` (KubeRay reads it before deciding anything)."""
+    return _condition_true(list(status.get("conditions") or []), UPGRADE_IN_PROGRESS)
+
+
+def cluster_updated_in_place(rayservice: Object, cluster: Object) -> JSON:
+    """The body that rewrites `cluster` from the RayService (KubeRay's `modifyRayCluster` over
+    `constructRayClusterForRayService`): spec from `rayClusterConfig` with the cluster's own
+    `suspend` kept (Kueue owns it once the cluster exists), labels and annotations as a new
+    cluster would get them (hash, worker group count, our version); the rest of the metadata,
+    `resourceVersion` included, as cached, so the update is a compare-and-swap."""
+    goal = build_cluster_for_service(rayservice, name=cluster["metadata"]["name"])
+    body = copy.deepcopy(dict(cluster))
+    body.pop("status", None)  # ignored on update (status subresource)
+    body["metadata"]["labels"] = goal["metadata"]["labels"]
+    body["metadata"]["annotations"] = goal["metadata"]["annotations"]
+    spec = goal["spec"]
+    spec.pop("suspend", None)
+    suspend = (cluster.get("spec") or {}).get("suspend")
+    if suspend is not None:
+        spec["suspend"] = suspend
+    body["spec"] = spec
+    return body
 
 
 def serving_cluster_of(service: Object | None) -> str | None:
@@ -137,6 +219,8 @@ class Observed:
     serve_endpoints: int
     new_pending_name: str | None
     """A name for a new pending cluster when one is needed (else None)."""
+    initializing_timeout: float | None = None
+    """Seconds from `ray.io/initializing-timeout` (None: no timeout)."""
 
 
 def compute_status(old: Object, observed: Observed, *, now: datetime.datetime) -> JSON:
@@ -155,8 +239,11 @@ def compute_status(old: Object, observed: Observed, *, now: datetime.datetime) -
         pending = {"rayClusterName": observed.new_pending_name}
     new["activeServiceStatus"] = active
     new["pendingServiceStatus"] = pending
-    new["numServeEndpoints"] = observed.serve_endpoints
-    new["conditions"] = _conditions(new, now=now)
+    # KubeRay's field is `omitempty`: 0 is no field (a takeover then rewrites nothing).
+    new.pop("numServeEndpoints", None)
+    if observed.serve_endpoints:
+        new["numServeEndpoints"] = observed.serve_endpoints
+    new["conditions"] = _conditions(new, now=now, timeout=observed.initializing_timeout)
     ready = _condition_true(new["conditions"], READY)
     if ready:
         new["serviceStatus"] = RUNNING
@@ -230,29 +317,30 @@ def _observe(
         entry["applicationStatuses"] = application_statuses(apps)
 
 
-def _conditions(status: JSON, *, now: datetime.datetime) -> list[JSON]:
-    generation = int(status.get("observedGeneration") or 0)
-    conditions = list(status.get("conditions") or [])
-
+def _conditions(status: JSON, *, now: datetime.datetime, timeout: float | None) -> list[JSON]:
     def mark(kind: str, value: str, reason: str, message: str) -> None:
-        nonlocal conditions
-        conditions = set_condition(
-            conditions,
-            kind,
-            status=value,
-            reason=reason,
-            message=message,
-            now=now,
-            generation=generation,
-        )
+        _mark_all(status, now=now, marks=[(kind, value, reason, message)])
 
-    if not conditions:
+    if not status.get("conditions"):
         mark(READY, "False", INITIALIZING, "RayService is initializing")
         mark(UPGRADE_IN_PROGRESS, "False", INITIALIZING, "RayService is initializing")
     if int(status.get("numServeEndpoints") or 0) > 0:
         mark(READY, "True", NON_ZERO_SERVE_ENDPOINTS, "Number of serve endpoints is greater than 0")
-    elif _condition_true(conditions, READY):
+    elif _condition_true(status["conditions"], READY):
         mark(READY, "False", ZERO_SERVE_ENDPOINTS, "Number of serve endpoints dropped to 0")
+    elif (spent := initializing_for(status["conditions"], now=now)) is not None and (
+        timeout is not None and spent >= timeout
+    ):
+        # Clearing the names makes both clusters replaced ones: they are deleted.
+        for entry in ("activeServiceStatus", "pendingServiceStatus"):
+            (status.get(entry) or {}).pop("rayClusterName", None)
+        mark(
+            READY,
+            "False",
+            INITIALIZING_TIMEOUT,
+            f"RayService failed to become ready within the configured timeout of "
+            f"{go_duration(timeout)}. Time spent initializing: {go_duration(spent)}",
+        )
     active = (status.get("activeServiceStatus") or {}).get("rayClusterName")
     pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName")
     if active and pending:
@@ -269,7 +357,215 @@ def _conditions(status: JSON, *, now: datetime.datetime) -> list[JSON]:
             NO_PENDING_CLUSTER,
             "Active Ray cluster exists and no pending Ray cluster",
         )
-    return conditions
+    return list(status["conditions"])
+
+
+# --- initializing timeout ------------------------------------------------------------------------
+
+
+def initializing_timeout(rayservice: Object) -> float | None:
+    """Seconds of `ray.io/initializing-timeout` (a Go duration or whole seconds, validated
+    beforehand), or None without one (KubeRay's `getInitializingTimeout`)."""
+    annotations = (rayservice.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(INITIALIZING_TIMEOUT_ANNOTATION)
+    if not value:
+        return None
+    seconds = initializing_timeout_seconds(str(value))
+    return seconds if seconds is not None and seconds > 0 else None
+
+
+def initializing_for(conditions: Sequence[Object], *, now: datetime.datetime) -> float | None:
+    """Seconds Ready has been False/Initializing (None when it is not)."""
+    ready = _condition(conditions, READY)
+    if ready is None or ready.get("status") != "False" or ready.get("reason") != INITIALIZING:
+        return None
+    since = _parse_time(ready.get("lastTransitionTime"))
+    return None if since is None else max(0.0, (now - since).total_seconds())
+
+
+def initializing_timed_out(status: Object) -> bool:
+    """Ready=False/InitializingTimeout: terminal, nothing but cleanup is reconciled (KubeRay's
+    `isInitializingTimeout`)."""
+    ready = _condition(list(status.get("conditions") or []), READY)
+    return (
+        ready is not None
+        and ready.get("status") == "False"
+        and ready.get("reason") == INITIALIZING_TIMEOUT
+    )
+
+
+def go_duration(seconds: float) -> str:
+    """`seconds` as Go's `time.Duration.String` writes it ("2s", "1m30.5s", "1h0m0s", "250ms"),
+    as KubeRay's messages show durations."""
+    nanos = round(seconds * 1e9)
+    if nanos == 0:
+        return "0s"
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    if nanos < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanos >= size or unit == "ns":
+                return f"{sign}{_decimal(nanos, size)}{unit}"
+    hours, rest = divmod(nanos, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = f"{_decimal(rest, 1_000_000_000)}s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _decimal(value: int, unit: int) -> str:
+    whole, fraction = divmod(value, unit)
+    if not fraction:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}.{fraction:0{digits}d}".rstrip("0")
+
+
+def _parse_time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
+
+
+# --- suspend -------------------------------------------------------------------------------------
+
+
+class SuspendPhase(enum.Enum):
+    """Where `spec.suspend`'s state machine stands for one reconcile (KubeRay's `handleSuspend`)."""
+
+    NOT_SUSPENDED = "NotSuspended"
+    """No suspension under way or done: reconcile as usual."""
+    STAGE = "Stage"
+    """`suspend` just became true: store `Suspending` first (the commit point), delete nothing."""
+    DELETE = "Delete"
+    """`Suspending` is stored: delete the owned objects, whatever `suspend` says now."""
+    SUSPENDED = "Suspended"
+    """Suspended and still asked to be: nothing to do."""
+    RESUME = "Resume"
+    """Suspended, `suspend` is false again: leave `Suspended` and reconcile as usual."""
+
+
+def suspend_phase(status: Object, *, suspend: bool) -> SuspendPhase:
+    conditions = list(status.get("conditions") or [])
+    if _condition_true(conditions, SUSPENDED):
+        return SuspendPhase.SUSPENDED if suspend else SuspendPhase.RESUME
+    if _condition_true(conditions, SUSPENDING):
+        return SuspendPhase.DELETE
+    return SuspendPhase.STAGE if suspend else SuspendPhase.NOT_SUSPENDED
+
+
+def suspend_owns_reconcile(status: Object) -> bool:
+    """Suspending or Suspended: the rest of the reconcile would recreate what was deleted."""
+    conditions = list(status.get("conditions") or [])
+    return _condition_true(conditions, SUSPENDING) or _condition_true(conditions, SUSPENDED)
+
+
+def suspending_status(old: Object, *, generation: int, now: datetime.datetime) -> JSON:
+    """`Suspending` staged: service statuses, endpoints and `serviceStatus` cleared."""
+    new = copy.deepcopy(dict(old))
+    new["observedGeneration"] = generation
+    _mark_all(
+        new,
+        now=now,
+        marks=[
+            (
+                SUSPENDING,
+                "True",
+                SUSPEND_REQUESTED,
+                "Spec.Suspend is true; will delete all Kubernetes resources owned by this "
+                "RayService.",
+            ),
+            (READY, "False", SUSPEND_IN_PROGRESS, "RayService is suspending."),
+            (UPGRADE_IN_PROGRESS, "False", SUSPEND_IN_PROGRESS, "No upgrade in progress."),
+            (ROLLBACK_IN_PROGRESS, "False", SUSPEND_IN_PROGRESS, "No rollback in progress."),
+        ],
+    )
+    new["activeServiceStatus"] = {}
+    new["pendingServiceStatus"] = {}
+    new.pop("numServeEndpoints", None)
+    new.pop("serviceStatus", None)  # KubeRay's NotRunning is "", omitted
+    return new
+
+
+def suspension_progress_status(old: Object, *, all_deleted: bool, now: datetime.datetime) -> JSON:
+    """After a round of deletions: still `Suspending`, or `Suspended` once nothing is left."""
+    new = copy.deepcopy(dict(old))
+    if not all_deleted:
+        _mark_all(
+            new,
+            now=now,
+            marks=[
+                (
+                    SUSPENDING,
+                    "True",
+                    SUSPEND_IN_PROGRESS,
+                    "Waiting for all Kubernetes resources owned by this RayService to be deleted.",
+                )
+            ],
+        )
+        return new
+    done = "All owned resources have been deleted."
+    _mark_all(
+        new,
+        now=now,
+        marks=[
+            (SUSPENDING, "False", SUSPEND_COMPLETE, done),
+            (SUSPENDED, "True", SUSPEND_COMPLETE, done),
+            (READY, "False", SUSPEND_COMPLETE, "RayService is suspended."),
+            (UPGRADE_IN_PROGRESS, "False", SUSPEND_COMPLETE, "No upgrade in progress."),
+            (ROLLBACK_IN_PROGRESS, "False", SUSPEND_COMPLETE, "No rollback in progress."),
+        ],
+    )
+    return new
+
+
+def resumed_status(old: Object, *, generation: int, now: datetime.datetime) -> JSON:
+    """`Suspended` False; Ready and UpgradeInProgress back to `Initializing` with a fresh
+    transition time, so the initializing timeout counts from the resume."""
+    new = copy.deepcopy(dict(old))
+    new["observedGeneration"] = generation
+    message = "RayService is initializing after resuming from suspend."
+    new["conditions"] = [
+        c for c in new.get("conditions") or [] if c.get("type") not in (READY, UPGRADE_IN_PROGRESS)
+    ]
+    _mark_all(
+        new,
+        now=now,
+        marks=[
+            (SUSPENDED, "False", RESUMED, "Spec.Suspend is false; RayService has resumed."),
+            (READY, "False", INITIALIZING, message),
+            (UPGRADE_IN_PROGRESS, "False", INITIALIZING, message),
+        ],
+    )
+    return new
+
+
+def _mark_all(
+    status: JSON, *, now: datetime.datetime, marks: Sequence[tuple[str, str, str, str]]
+) -> None:
+    generation = int(status.get("observedGeneration") or 0)
+    conditions = list(status.get("conditions") or [])
+    for kind, value, reason, message in marks:
+        conditions = set_condition(
+            conditions,
+            kind,
+            status=value,
+            reason=reason,
+            message=message,
+            now=now,
+            generation=generation,
+        )
+    status["conditions"] = conditions
+
+
+def _condition(conditions: Sequence[Object], kind: str) -> Object | None:
+    return next((c for c in conditions if c.get("type") == kind), None)
 
 
 def _condition_true(conditions: list[JSON], kind: str) -> bool:

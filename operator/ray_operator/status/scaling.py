@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ray_operator import labels as names
-from ray_operator.builders.hashing import pod_template_hash
+from ray_operator.builders.hashing import GoDecodeError, pod_template_hash
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
@@ -181,15 +181,24 @@ def _delete_all_reason(cluster: JSON, live: Sequence[Pod]) -> str | None:
 
 
 def _recreate_upgrade_due(cluster: JSON, heads: Sequence[Pod]) -> bool:
+    """KubeRay's `shouldRecreatePodsForUpgrade`: the first head's recorded hash differs from the
+    spec's. A head without the annotation predates it: left be. A head stamped by another KubeRay
+    version is not recreated either (KubeRay re-stamps it instead: its hash may differ only because
+    that version's Go types write the spec differently)."""
     strategy = (spec(cluster).get("upgradeStrategy") or {}).get("type")
     if strategy != "Recreate" or not heads:
         return False
-    recorded = ((heads[0].get("metadata") or {}).get("annotations") or {}).get(
-        names.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION
-    )
-    # A head without the annotation predates it (or another operator made it): leave it be, as
-    # KubeRay does.
-    return bool(recorded) and recorded != pod_template_hash(cluster)
+    annotations = (heads[0].get("metadata") or {}).get("annotations") or {}
+    version = annotations.get(names.KUBERAY_VERSION_ANNOTATION, "")
+    if version and version != names.KUBERAY_VERSION:
+        return False
+    recorded = str(annotations.get(names.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION) or "")
+    if not recorded:
+        return False
+    try:
+        return recorded != pod_template_hash(cluster)
+    except GoDecodeError:
+        return False  # KubeRay logs the error and skips the comparison
 
 
 def _head_to_keep_first(pod: Pod) -> tuple[bool, str, str]:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON
-from ray_operator.validation.errors import FieldError, invalid, too_long
+from ray_operator.validation.errors import FieldError, invalid, shown, too_long
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import MAX_CLUSTER_NAME_LENGTH, validate_raycluster
 
@@ -31,7 +30,6 @@ _DNS1035_RULE = (
 )
 # A stand-in name that passes the RayCluster name rules; errors about it are dropped anyway.
 _STAND_IN_NAME = "embedded"
-_SHOWN_STRING_LENGTH = 80
 
 
 def owner_name_errors(obj: JSON) -> list[FieldError]:
@@ -69,13 +67,6 @@ def embedded_cluster_errors(
         for error in validate_raycluster(stand_in, limits=limits)
         if not error.field.startswith("metadata.name")
     ]
-
-
-def shown(value: Any) -> Any:
-    """A value fit for a message: long strings are cut (a manifest may carry megabytes)."""
-    if isinstance(value, str) and len(value) > _SHOWN_STRING_LENGTH:
-        return value[:_SHOWN_STRING_LENGTH] + "..."
-    return value
 
 
 def _moved(error: FieldError, prefix: str) -> FieldError:

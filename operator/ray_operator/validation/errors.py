@@ -101,3 +101,13 @@ def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
 def summarize(errors: list[FieldError]) -> str:
     """All errors in one line, for an Event or a condition message."""
     return "; ".join(str(error) for error in errors)
+
+
+_SHOWN_STRING_LENGTH = 80
+
+
+def shown(value: Any) -> Any:
+    """A value fit for a message: long strings are cut (a manifest may carry megabytes)."""
+    if isinstance(value, str) and len(value) > _SHOWN_STRING_LENGTH:
+        return value[:_SHOWN_STRING_LENGTH] + "..."
+    return value

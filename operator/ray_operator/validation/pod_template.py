@@ -26,10 +26,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ray_operator.builders.quantity import InvalidQuantityError, Quantity
-from ray_operator.validation.errors import FieldError, duplicate, invalid, not_supported, required
+from ray_operator.validation.errors import (
+    FieldError,
+    duplicate,
+    invalid,
+    not_supported,
+    required,
+    shown,
+)
 
 MAX_ERRORS_PER_TEMPLATE = 50
-_SHOWN_LENGTH = 80
 _DNS1123_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_LABEL_MAX = 63
 _DNS1123_LABEL_RULE = (
@@ -53,13 +59,6 @@ def pod_template_errors(path: str, template: Any) -> list[FieldError]:
     return list(
         itertools.islice(_pod_spec_errors(f"{path}.spec", pod_spec), MAX_ERRORS_PER_TEMPLATE)
     )
-
-
-def shown(value: Any) -> Any:
-    """A value fit for a message: long strings are cut (a manifest may carry megabytes)."""
-    if isinstance(value, str) and len(value) > _SHOWN_LENGTH:
-        return value[:_SHOWN_LENGTH] + "..."
-    return value
 
 
 def _pod_spec_errors(path: str, pod_spec: Mapping[str, Any]) -> Iterator[FieldError]:

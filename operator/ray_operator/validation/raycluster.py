@@ -47,6 +47,7 @@ from ray_operator.validation.errors import (
     required,
     too_long,
 )
+from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
 
@@ -88,7 +89,10 @@ def validate_raycluster(
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),
     )
-    return [error for check in checks for error in check(manifest)]
+    errors = [error for check in checks for error in check(manifest)]
+    # Decoded as KubeRay's Go types only once every rule passed: one more O(size) pass, and a
+    # spec Go refuses has no hash annotation to compare (the only thing left it could break).
+    return errors or raycluster_go_decode_errors(manifest)
 
 
 def read_only_manifest(obj: ClusterLike) -> JSON:

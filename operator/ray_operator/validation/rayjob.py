@@ -18,7 +18,7 @@ import yaml
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
-from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors, shown
+from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
@@ -26,6 +26,7 @@ from ray_operator.validation.errors import (
     invalid,
     not_supported,
     required,
+    shown,
 )
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.pod_template import pod_template_errors
@@ -37,6 +38,7 @@ INTERACTIVE_MODE = "InteractiveMode"
 SIDECAR_MODE = "SidecarMode"
 SUBMISSION_MODES = [K8S_JOB_MODE, HTTP_MODE, INTERACTIVE_MODE, SIDECAR_MODE]
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+SUBMITTER_CONTAINER_NAME = "ray-job-submitter"  # SidecarMode's container in the head Pod
 # Deletion policies in the order they may take effect: workers, then the cluster, then the RayJob.
 _DELETION_ORDER = ("DeleteWorkers", "DeleteCluster", "DeleteSelf")
 _CLUSTER_DELETING_POLICIES = ("DeleteCluster", "DeleteWorkers")
@@ -208,7 +210,8 @@ def _sidecar_mode_errors(spec: JSON) -> Iterator[FieldError]:
         if spec.get(field) is not None:
             yield forbidden(f"spec.{field}", "not supported when submissionMode is SidecarMode")
     head_template = ((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template")
-    policy = ((head_template or {}).get("spec") or {}).get("restartPolicy")
+    pod_spec = (head_template or {}).get("spec") or {}
+    policy = pod_spec.get("restartPolicy")
     if policy not in (None, "", "Never"):
         # The submitter runs in the head Pod: a restarted head would submit the job twice.
         yield invalid(
@@ -216,6 +219,15 @@ def _sidecar_mode_errors(spec: JSON) -> Iterator[FieldError]:
             policy,
             "must be Never or unset when submissionMode is SidecarMode",
         )
+    for index, container in enumerate(pod_spec.get("containers") or ()):
+        if isinstance(container, dict) and container.get("name") == SUBMITTER_CONTAINER_NAME:
+            # Beyond KubeRay, whose head Pod would then be refused by the API server for a
+            # duplicate container name, leaving the job's cluster without a head.
+            yield invalid(
+                f"spec.rayClusterSpec.headGroupSpec.template.spec.containers[{index}].name",
+                SUBMITTER_CONTAINER_NAME,
+                "is the name of the submitter container SidecarMode adds to the head Pod",
+            )
 
 
 def _counter_errors(spec: JSON) -> Iterator[FieldError]:

@@ -16,13 +16,14 @@ from collections.abc import Iterator
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
-from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors, shown
+from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (
     FieldError,
     forbidden,
     invalid,
     not_supported,
     required,
+    shown,
 )
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
@@ -61,7 +62,7 @@ def _initializing_timeout_errors(rayservice: JSON) -> list[FieldError]:
     if not value:
         return []
     path = f"metadata.annotations[{INITIALIZING_TIMEOUT_ANNOTATION}]"
-    seconds = _timeout_seconds(str(value))
+    seconds = initializing_timeout_seconds(str(value))
     if seconds is None:
         detail = 'must be a Go duration such as "5m" or "1h", or a whole number of seconds'
         return [invalid(path, shown(value), detail)]
@@ -70,7 +71,7 @@ def _initializing_timeout_errors(rayservice: JSON) -> list[FieldError]:
     return []
 
 
-def _timeout_seconds(text: str) -> float | None:
+def initializing_timeout_seconds(text: str) -> float | None:
     """Seconds in a Go duration or an integer string, as KubeRay parses the annotation."""
     if re.fullmatch(r"[-+]?\d+", text):
         return float(int(text))

@@ -11,13 +11,12 @@ top-level `proxy_location` and `target_capacity`. Unknown keys are accepted, as 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
-from ray_operator.validation.embedded import shown
+from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
@@ -25,21 +24,10 @@ from ray_operator.validation.errors import (
     invalid,
     not_supported,
     required,
+    shown,
 )
 
 PROXY_LOCATIONS = ["Disabled", "HeadOnly", "EveryNode"]
-
-
-class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML speaks YAML 1.1, where `5e-3` (no dot) is a string; KubeRay's Go YAML reads it as a
-    number, as YAML 1.2 does, and hands Serve a number. Read it the same way."""
-
-
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"),
-    list("-+0123456789."),
-)
 
 
 def serve_config_errors(text: Any, *, path: str) -> list[FieldError]:
@@ -47,7 +35,7 @@ def serve_config_errors(text: Any, *, path: str) -> list[FieldError]:
     if not isinstance(text, str) or not text.strip():
         return []  # No Serve config: the RayService runs a cluster without applications.
     try:
-        config = yaml.load(text, Loader=_Yaml12Loader)  # a SafeLoader: no arbitrary objects
+        config = load_serve_config(text)  # what the controller PUTs, typed as KubeRay types it
     except (yaml.YAMLError, RecursionError, ValueError) as error:
         return [invalid(path, shown(text), f"not valid YAML: {_one_line(error)}")]
     if not isinstance(config, dict):

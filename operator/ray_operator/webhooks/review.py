@@ -33,8 +33,7 @@ from ray_io.v1 import RayCluster, RayJob, RayService
 from ray_operator.builders.manifest import JSON, ClusterLike
 from ray_operator.defaults import default_raycluster, default_rayjob, default_rayservice
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
-from ray_operator.validation.embedded import shown
-from ray_operator.validation.errors import ErrorType
+from ray_operator.validation.errors import ErrorType, shown
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import (
     rayjob_immutable_errors,
