@@ -384,7 +384,9 @@ class ObjectWatch:
             self._started.set()
             for event in _json_lines(response):
                 self._record(event)
-        except OSError as error:
+        except (OSError, http.client.HTTPException) as error:
+            # Closing the connection on stop may cut a chunk short (IncompleteRead): only an
+            # error before the stop is one.
             if not self._stopped:
                 self.errors.append(repr(error))
         finally:
