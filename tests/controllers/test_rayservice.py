@@ -20,6 +20,8 @@ import aiohttp
 import yaml
 from ray_operator.builders import rayservice as build
 from ray_operator.dashboard.models import ServeApplicationStatus, ServeDeploymentStatus
+from ray_operator.runtime.errors import TransportError
+from ray_operator.runtime.kinds import RAY_SERVICE
 from ray_operator.status import rayservice as rules
 
 from tests.controllers.conftest import Harness, eventually
@@ -189,14 +191,30 @@ async def test_cluster_config_edit_upgrades_through_a_pending_cluster_without_do
                 failures.append(repr(error))
             await asyncio.sleep(0.1)
 
+    def observe(status: dict[str, Any]) -> None:
+        if condition(status, "Ready").get("status") != "True":
+            not_ready.append(status)
+        if condition(status, "UpgradeInProgress").get("status") == "True":
+            upgrade_seen.append(status)
+
     async def watch_status() -> None:
-        while not stop.is_set():
-            status = await status_of(harness, "greeter")
-            if condition(status, "Ready").get("status") != "True":
-                not_ready.append(status)
-            if condition(status, "UpgradeInProgress").get("status") == "True":
-                upgrade_seen.append(status)
-            await asyncio.sleep(0.2)
+        # Every version the operator writes, through a watch: with the Serve config already
+        # running on the (shared) head, the pending phase can be shorter than any poll interval.
+        listed = await harness.client.list(RAY_SERVICE, namespace=harness.namespace)
+        for item in listed.items:
+            if item["metadata"]["name"] == "greeter":
+                observe(dict(item.get("status") or {}))
+        version = listed.resource_version
+        while True:
+            try:
+                async for event in harness.client.watch(
+                    RAY_SERVICE, namespace=harness.namespace, resource_version=version
+                ):
+                    version = event.object["metadata"].get("resourceVersion", version)
+                    if event.object["metadata"].get("name") == "greeter":
+                        observe(dict(event.object.get("status") or {}))
+            except TransportError:
+                await asyncio.sleep(0.2)
 
     traffic = asyncio.create_task(send_requests(), name="serve-traffic")
     watcher = asyncio.create_task(watch_status(), name="status-watch")
@@ -224,7 +242,9 @@ async def test_cluster_config_edit_upgrades_through_a_pending_cluster_without_do
         await eventually(old_deleted, within=60, what="the old cluster deleted")
     finally:
         stop.set()
-        await asyncio.gather(traffic, watcher)
+        await traffic
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
     assert upgrade_seen, "UpgradeInProgress never became True"
     assert upgrade_seen[0]["pendingServiceStatus"]["rayClusterName"] == new
     assert condition(upgrade_seen[0], "UpgradeInProgress")["reason"] == (
