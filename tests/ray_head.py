@@ -6,6 +6,12 @@ auth header is exercised against real Ray), two CPUs, a small object store, the 
 first on PATH (job entrypoints run `python`) and `tests/serve_apps` on PYTHONPATH (the Serve
 test app is imported by name). It is ready once the dashboard's job API answers.
 
+`RayHead.builder_dir` is on PYTHONPATH too, first: it plays the RayServeGraph builder ConfigMap
+mounted into Ray containers. It starts empty; a test writes the module the operator ships into it
+(`install_serve_graph_builder`). Serve imports the builder lazily, when it builds an application,
+so writing it after the head started works; and the text is the same in every test, so workers
+that imported it already are not stale.
+
 Every process Ray starts inherits a marker variable; `stop()` sends SIGTERM, then SIGKILL, to
 exactly the processes carrying it (drivers and workers included, even those Ray moved into
 sessions of their own), so the fixture leaves nothing behind and touches nothing else.
@@ -67,15 +73,30 @@ class RayHead:
     def serve_url(self) -> str:
         return f"http://127.0.0.1:{self.serve_port}"
 
+    @property
+    def builder_dir(self) -> Path:
+        """Where Ray finds the RayServeGraph builder module (first on the head's PYTHONPATH)."""
+        return self.workdir / "serve-graph-builder"
+
+    def install_serve_graph_builder(self, source: str, *, file_name: str) -> None:
+        """Put the builder module's text into `builder_dir`, atomically (a worker importing it
+        meanwhile sees the old file or the new one, never half of one)."""
+        staged = self.builder_dir / f".{file_name}.tmp"
+        staged.write_text(source, encoding="utf-8")
+        staged.replace(self.builder_dir / file_name)
+
     def start(self, *, timeout: float = 120.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # Created before Ray starts: a PYTHONPATH entry missing at a worker's start is cached as
+        # absent by its import system.
+        self.builder_dir.mkdir(exist_ok=True)
         # Ray's Unix sockets live under its temp dir; pytest's tmp paths exceed their 107 bytes.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="rayh-", dir="/tmp"))
         env = {
             **os.environ,
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(SERVE_APPS), os.environ.get("PYTHONPATH")])
+                filter(None, [str(self.builder_dir), str(SERVE_APPS), os.environ.get("PYTHONPATH")])
             ),
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": self.token,

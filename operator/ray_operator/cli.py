@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
 
-CRD_NAMES = ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
@@ -147,7 +145,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 def install_crds(kubeconfig: Path) -> None:
     """Apply crd/ with server-side apply and wait until the API server serves the kinds."""
-    from ray_operator.crds import crd_directory
+    from ray_operator.crds import crd_files, crd_names
 
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -160,8 +158,7 @@ def install_crds(kubeconfig: Path) -> None:
             "--server-side",
             "--force-conflicts",
             "--field-manager=ray-operator",
-            "-f",
-            str(crd_directory()),
+            *(f"--filename={path}" for path in crd_files()),
         ],
         check=True,
         stdout=subprocess.DEVNULL,
@@ -172,7 +169,7 @@ def install_crds(kubeconfig: Path) -> None:
             "wait",
             "--for=condition=Established",
             "--timeout=60s",
-            *(f"crd/{name}" for name in CRD_NAMES),
+            *(f"crd/{name}" for name in crd_names()),
         ],
         check=True,
         stdout=subprocess.DEVNULL,

@@ -1,7 +1,9 @@
-"""The ray.io/v1 CustomResourceDefinitions that the operator installs.
+"""The CustomResourceDefinitions that the operator installs: ray.io/v1 (RayCluster, RayJob,
+RayService) and ray-operator.io/v1alpha1 (RayServeGraph).
 
-They are read from the `ray_io.crds` package data (JSON copies of crd/*.yaml written by
-`make generate`), so an installed operator finds them without the source tree.
+They are read from the `ray_io.crds` and `ray_operator_io.crds` package data (JSON copies of
+crd/*.yaml written by `make generate`), so an installed operator finds them without the source
+tree.
 """
 
 from __future__ import annotations
@@ -11,15 +13,24 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-CRDS_PACKAGE = "ray_io.crds"
+CRDS_PACKAGES = ("ray_io.crds", "ray_operator_io.crds")
 
 
-def crd_directory() -> Path:
-    """The directory of the CRD files (JSON), for `kubectl apply -f`."""
-    # ray_io is always installed as plain files (a wheel or an editable checkout), never zipped.
-    return Path(str(resources.files(CRDS_PACKAGE)))
+def crd_files() -> list[Path]:
+    """The CRD files (JSON), for `kubectl apply -f`, in a fixed order."""
+    # Both packages are always installed as plain files (a wheel or an editable checkout).
+    return [
+        path
+        for package in CRDS_PACKAGES
+        for path in sorted(Path(str(resources.files(package))).glob("*.json"))
+    ]
 
 
 def crd_manifests() -> list[dict[str, Any]]:
-    """The RayCluster, RayJob and RayService CRDs as plain objects, ready to apply."""
-    return [json.loads(path.read_text()) for path in sorted(crd_directory().glob("*.json"))]
+    """Every CRD as a plain object, ready to apply."""
+    return [json.loads(path.read_text()) for path in crd_files()]
+
+
+def crd_names() -> list[str]:
+    """The CRDs' names (rayclusters.ray.io, ...), for `kubectl wait crd/<name>`."""
+    return [str(manifest["metadata"]["name"]) for manifest in crd_manifests()]

@@ -8,15 +8,17 @@ from typing import Any
 import pytest
 import yaml
 from ray_io import v1
+from ray_operator_io.v1alpha1 import models as v1alpha1
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = REPO_ROOT / "samples"
 KUBERAY_SAMPLES = REPO_ROOT.parent / "shared" / "fixtures" / "kuberay-samples"
 
-MODELS: dict[str, type[v1.RayCluster | v1.RayJob | v1.RayService]] = {
+MODELS: dict[str, type[v1.RayCluster | v1.RayJob | v1.RayService | v1alpha1.RayServeGraph]] = {
     "RayCluster": v1.RayCluster,
     "RayJob": v1.RayJob,
     "RayService": v1.RayService,
+    "RayServeGraph": v1alpha1.RayServeGraph,
 }
 
 
@@ -32,7 +34,7 @@ def documents(path: Path) -> list[dict[str, Any]]:
 
 
 def ray_documents(path: Path) -> list[dict[str, Any]]:
-    """The ray.io documents of a file."""
+    """The ray.io and ray-operator.io documents of a file."""
     return [document for document in documents(path) if document.get("kind") in MODELS]
 
 

@@ -125,7 +125,12 @@ def test_ray_field_descriptions_reach_the_crds() -> None:
 
 
 def test_packaged_crds_are_the_crd_directory() -> None:
-    assert crd_manifests() == [load_crd(kind) for kind in ("RayCluster", "RayJob", "RayService")]
+    serve_graph = yaml.load(
+        (REPO_ROOT / "crd" / "ray-operator.io_rayservegraphs.yaml").read_text(),
+        Loader=yaml.CSafeLoader,
+    )
+    ray_io = [load_crd(kind) for kind in ("RayCluster", "RayJob", "RayService")]
+    assert crd_manifests() == [*ray_io, serve_graph]
 
 
 def test_kubectl_get_shows_the_printer_columns(kubectl: Kubectl, namespace: str) -> None:

@@ -84,13 +84,14 @@ def test_namespaced_install_is_accepted_by_the_api_server(
     assert output.count("(server dry run)") == len(namespaced)
 
 
-def test_crd_base_installs_the_three_ray_crds_and_the_user_roles() -> None:
+def test_crd_base_installs_the_ray_and_serve_graph_crds_and_the_user_roles() -> None:
     manifests = build(CONFIG / "crd")
     assert sorted(
         m["metadata"]["name"] for m in of_kind(manifests, "CustomResourceDefinition")
     ) == [
         "rayclusters.ray.io",
         "rayjobs.ray.io",
+        "rayservegraphs.ray-operator.io",
         "rayservices.ray.io",
     ]
     roles = of_kind(manifests, "ClusterRole")

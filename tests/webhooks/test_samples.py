@@ -28,6 +28,7 @@ DOCUMENTED_DEFAULTS = {
         "/spec/upgradeStrategy/type",
         "/spec/upgradeStrategy",
     },
+    "RayServeGraph": set(),
 }
 
 
@@ -87,7 +88,7 @@ def admitted_results(
 
 def test_there_are_samples_of_every_kind() -> None:
     kinds = {document["kind"] for _, document in SAMPLE_OBJECTS}
-    assert kinds == {"RayCluster", "RayJob", "RayService"}
+    assert kinds == {"RayCluster", "RayJob", "RayService", "RayServeGraph"}
     assert len(SAMPLE_OBJECTS) >= 30
 
 

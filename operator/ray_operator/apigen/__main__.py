@@ -16,7 +16,7 @@ from ray_operator.apigen.kubernetes import fetch_documents
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Regenerate (or with --check, verify) crd/ and generated/ray_io/ under --root."""
+    """Regenerate (or with --check, verify) crd/ and generated/ under --root."""
     parser = argparse.ArgumentParser(prog="python -m ray_operator.apigen", description=__doc__)
     parser.add_argument(
         "--root",

@@ -1,4 +1,4 @@
-"""The CustomResourceDefinition objects of ray.io/v1: names, printer columns, subresources.
+"""The CustomResourceDefinition objects: names, printer columns, subresources.
 
 The schemas come from `schema.crd_schema`; this module adds what `kubectl` shows about each kind,
 and the size limit that `render` holds every CRD to.
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ray_operator.apigen.schema import Definitions, crd_schema
+from ray_operator.apigen.schema import RAY_IO, Definitions, crd_schema
 
-GROUP = "ray.io"
-VERSION = "v1"
+GROUP = RAY_IO.group
+VERSION = RAY_IO.version
 
 # etcd refuses requests above 1.5 MiB by default (--max-request-bytes), and a CRD is stored as one
 # value. A server-side apply also stores managedFields beside it, so keep clear of the limit.
@@ -111,7 +111,26 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         ),
         AGE,
     ),
+    "RayServeGraph": (
+        Column("source", ".spec.source.url", description="URL of the graph document."),
+        Column(
+            "revision",
+            ".status.revision",
+            description="First 12 hex digits of the deployed document's digest.",
+        ),
+        Column("phase", ".status.phase", description="Where the graph is in its life."),
+        Column(
+            "ready",
+            '.status.conditions[?(@.type=="Ready")].status',
+            priority=1,
+            description="The Ready condition.",
+        ),
+        AGE,
+    ),
 }
+
+# KubeRay's kinds have none; ours gets one, since "rayservegraph" is long to type.
+SHORT_NAMES: dict[str, list[str]] = {"RayServeGraph": ["rsg"]}
 
 
 def plural(kind: str) -> str:
@@ -123,23 +142,27 @@ def custom_resource_definition(
     definitions: Definitions, kind: str, *, kubernetes_descriptions: bool = False
 ) -> dict[str, Any]:
     """The complete CRD object of `kind`."""
+    api = definitions.api
+    names: dict[str, Any] = {
+        "categories": ["all"],
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural(kind),
+        "singular": kind.lower(),
+    }
+    if kind in SHORT_NAMES:
+        names["shortNames"] = SHORT_NAMES[kind]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural(kind)}.{GROUP}"},
+        "metadata": {"name": f"{plural(kind)}.{api.group}"},
         "spec": {
-            "group": GROUP,
-            "names": {
-                "categories": ["all"],
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural(kind),
-                "singular": kind.lower(),
-            },
+            "group": api.group,
+            "names": names,
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": VERSION,
+                    "name": api.version,
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": [

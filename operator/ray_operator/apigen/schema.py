@@ -1,9 +1,11 @@
-"""The ray.io/v1 schema as named definitions, and its two renderings: inlined CRD schemas and the
-JSON Schema that the model generator reads.
+"""The schema of each API as named definitions, and its two renderings: inlined CRD schemas and
+the JSON Schema that the model generator reads.
 
-Our Ray types come from `ray_types.yaml`; every name they refer to that is not one of them is a
-Kubernetes type from `kubernetes.KubernetesTypes`. Both renderings start from the same closure of
-definitions, so the CRDs and the models cannot drift apart.
+Our Ray types come from `ray_types.yaml` (ray.io/v1) and `serve_graph_types.yaml`
+(ray-operator.io/v1alpha1, which also uses ray.io types such as RayClusterSpec); every name they
+refer to that is not one of them is a Kubernetes type from `kubernetes.KubernetesTypes`. Both
+renderings start from the same closure of definitions, so the CRDs and the models cannot drift
+apart, and a type two APIs share is defined once.
 """
 
 from __future__ import annotations
@@ -22,7 +24,38 @@ Schema = dict[str, Any]
 
 RAY_TYPES_FILE = Path(__file__).parent / "ray_types.yaml"
 
+SERVE_GRAPH_TYPES_FILE = Path(__file__).parent / "serve_graph_types.yaml"
+
 KINDS = ("RayCluster", "RayJob", "RayService")
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API group and version: its kinds, the file of its types, and files it borrows from."""
+
+    group: str
+    version: str
+    kinds: tuple[str, ...]
+    types_file: Path
+    borrowed_types_files: tuple[Path, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+RAY_IO = Api("ray.io", "v1", KINDS, RAY_TYPES_FILE)
+RAY_OPERATOR_IO = Api(
+    "ray-operator.io",
+    "v1alpha1",
+    ("RayServeGraph",),
+    SERVE_GRAPH_TYPES_FILE,
+    borrowed_types_files=(RAY_TYPES_FILE,),
+)
+APIS = (RAY_IO, RAY_OPERATOR_IO)
+
+# `$field: Type.field` in a types file: the schema of that field of another type, as it is.
+FIELD_REFERENCE = "$field"
 
 # The definition name of ObjectMeta as a template embeds it (see `_embed_metadata`).
 EMBEDDED_METADATA = "EmbeddedObjectMeta"
@@ -30,51 +63,76 @@ EMBEDDED_METADATA = "EmbeddedObjectMeta"
 
 @dataclass(frozen=True)
 class Definitions:
-    """Every type reachable from the three kinds, by name, with `$ref`s between them."""
+    """Every type reachable from an API's kinds, by name, with `$ref`s between them."""
 
     schemas: dict[str, Schema]
     ray_names: frozenset[str]
+    api: Api = RAY_IO
+    own_names: frozenset[str] = frozenset()
+    """The types of the API's own types file (the others are borrowed or Kubernetes types)."""
 
     def is_ray(self, name: str) -> bool:
         """Whether `name` is one of our types (as opposed to a Kubernetes one)."""
         return name in self.ray_names
 
 
-def load_definitions(
-    kubernetes: KubernetesTypes, ray_types_file: Path = RAY_TYPES_FILE
-) -> Definitions:
-    """Collect the Ray types and the Kubernetes types they use, transitively."""
-    ray_types: dict[str, Schema] = yaml.safe_load(ray_types_file.read_text())
+def load_definitions(kubernetes: KubernetesTypes, api: Api = RAY_IO) -> Definitions:
+    """Collect the types of `api` and the borrowed and Kubernetes types they use, transitively."""
+    own_types: dict[str, Schema] = yaml.safe_load(api.types_file.read_text())
+    borrowed: dict[str, Schema] = {}
+    for path in api.borrowed_types_files:
+        borrowed.update(yaml.safe_load(path.read_text()))
+    ray_types = {
+        **borrowed,
+        **{name: _resolve_fields(schema, borrowed) for name, schema in own_types.items()},
+    }
     schemas: dict[str, Schema] = {}
-    pending = list(KINDS)
+    pending = list(api.kinds)
     while pending:
         name = pending.pop()
         if name in schemas:
             continue
         if name in ray_types:
-            schema = _ray_definition(name, ray_types[name])
+            schema = _ray_definition(name, ray_types[name], api)
         elif name in kubernetes:
             schema = kubernetes.definition(name)
         else:
             raise KeyError(
-                f"{name!r} is neither a Ray type in {ray_types_file.name} nor a Kubernetes type"
+                f"{name!r} is neither a Ray type in {api.types_file.name} nor a Kubernetes type"
             )
         schemas[name] = schema
         pending.extend(sorted(_references(schema)))
     schemas[EMBEDDED_METADATA] = kubernetes.embedded_metadata()
-    unused = set(ray_types) - set(schemas)
+    unused = set(own_types) - set(schemas)
     if unused:
         raise ValueError(f"Ray types defined but never used: {sorted(unused)}")
-    return Definitions(schemas=dict(sorted(schemas.items())), ray_names=frozenset(ray_types))
+    return Definitions(
+        schemas=dict(sorted(schemas.items())),
+        ray_names=frozenset(ray_types),
+        api=api,
+        own_names=frozenset(own_types),
+    )
 
 
-def _ray_definition(name: str, source: Schema) -> Schema:
+def _resolve_fields(node: Any, types: dict[str, Schema]) -> Any:
+    """Replace each `$field: Type.field` by a copy of that field's schema in `types`."""
+    if isinstance(node, list):
+        return [_resolve_fields(item, types) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if FIELD_REFERENCE in node:
+        type_name, field = node[FIELD_REFERENCE].split(".", 1)
+        return copy.deepcopy(types[type_name]["properties"][field])
+    return {key: _resolve_fields(value, types) for key, value in node.items()}
+
+
+def _ray_definition(name: str, source: Schema, api: Api) -> Schema:
     schema: Schema = _qualify_references(copy.deepcopy(source))
-    if name in KINDS:
+    if name in api.kinds:
         schema["properties"] = {
             "apiVersion": {
                 "type": "string",
-                "description": "The API version of this object, ray.io/v1.",
+                "description": f"The API version of this object, {api.api_version}.",
             },
             "kind": {"type": "string", "description": f"The kind of this object, {name}."},
             "metadata": {"$ref": DEF_PREFIX + "ObjectMeta"},
@@ -182,29 +240,57 @@ def summary(description: str) -> str:
     return description[: match.start() + 1] if match else description.strip()
 
 
-def model_schema(definitions: Definitions) -> Schema:
+def model_schema(definitions: Definitions, imported: frozenset[str] = frozenset()) -> Schema:
     """A JSON Schema with one named definition per type, for datamodel-code-generator.
 
     It differs from the CRD schemas only where Python wants it to: timestamps stay strings (so a
     model dumps exactly what it read), quantities are `int | str` without the pattern (pydantic
     cannot apply a string pattern to an int), and Kubernetes types keep no descriptions.
+
+    Types named in `imported` are classes of another models module: each is left as an empty
+    placeholder class of its name (which `models.render_models` swaps for an import), and the
+    types only they use are left out.
     """
     defs: dict[str, Schema] = {}
-    for name, schema in definitions.schemas.items():
-        if name == EMBEDDED_METADATA:
+    for name in _model_closure(definitions, imported):
+        if name in imported:
+            defs[name] = {"type": "object", "title": name}
             continue
+        schema = definitions.schemas[name]
         defs[name] = _for_models(schema, keep_descriptions=definitions.is_ray(name))
         if defs[name].get("type") == "object":
             # The class name: the generator otherwise derives names from field names.
             defs[name]["title"] = name
+    api = definitions.api
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "RayIoV1",
-        "description": "The ray.io/v1 API.",
+        "title": model_root_title(api),
+        "description": f"The {api.api_version} API.",
         "type": "object",
-        "properties": {kind: {"$ref": DEF_PREFIX + kind} for kind in KINDS},
+        "properties": {kind: {"$ref": DEF_PREFIX + kind} for kind in api.kinds},
         "$defs": defs,
     }
+
+
+def _model_closure(definitions: Definitions, imported: frozenset[str]) -> list[str]:
+    """The types reachable from the kinds without looking inside an imported type, sorted."""
+    found: set[str] = set()
+    pending = list(definitions.api.kinds)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        found.add(name)
+        if name not in imported:
+            pending.extend(_references(definitions.schemas[name]))
+    found.discard(EMBEDDED_METADATA)
+    return sorted(found)
+
+
+def model_root_title(api: Api) -> str:
+    """The holder class the model generator makes of the schema's root (ray.io/v1 -> RayIoV1)."""
+    words = [*re.split(r"[^A-Za-z0-9]+", api.group), api.version]
+    return "".join(word[:1].upper() + word[1:] for word in words)
 
 
 def _for_models(node: Any, *, keep_descriptions: bool) -> Any:

@@ -1,0 +1,1 @@
+"""Tests of the RayServeGraph pieces: fetch, graph builder on a real Ray head, event endpoint."""
