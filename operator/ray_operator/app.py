@@ -16,7 +16,7 @@ All root tasks are named and started in `Operator.run`, in one place:
     leader-election      campaign / renew the Lease               every replica
     reconcilers          runs the workers while this replica leads
     resync               re-enqueues everything every resync period, while leading
-    <component>          e.g. webhooks                             every replica
+    <component>          webhooks, servegraphevents (RayServeGraph events, when on)   every replica
 
 When any of them ends, everything stops (exit code 1). On SIGTERM/SIGINT the operator stops taking
 work, lets in-flight reconciles finish within `shutdown_timeout`, stops the other tasks, releases

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
+    from ray_operator.app import ComponentFactory
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
+    from ray_operator.webhooks import WebhookOptions
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,7 +84,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from ray_operator.app import run
     from ray_operator.settings import settings_from_args
-    from ray_operator.webhooks import webhook_component, webhook_options_from_args
+    from ray_operator.webhooks import webhook_options_from_args
 
     settings = settings_from_args(args)
     try:
@@ -91,16 +93,40 @@ def _run(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise SystemExit(f"ray-operator run: {error}") from None
-    components = [webhook_component(webhooks)] if webhooks.enabled else []
-    return run(settings, controllers=controllers_for(settings), components=components)
+    return run(
+        settings,
+        controllers=controllers_for(settings),
+        components=components_for(settings, webhooks),
+    )
+
+
+def components_for(settings: Settings, webhooks: WebhookOptions) -> list[ComponentFactory]:
+    """What runs beside the controllers: the admission webhooks and the RayServeGraph event
+    endpoint, each when turned on."""
+    from ray_operator.servegraph.events import serve_graph_events_component
+    from ray_operator.webhooks import webhook_component
+
+    components: list[ComponentFactory] = []
+    if webhooks.enabled:
+        components.append(webhook_component(webhooks))
+    if settings.serve_graph_events_port:
+        components.append(
+            serve_graph_events_component(
+                host=settings.serve_graph_events_address, port=settings.serve_graph_events_port
+            )
+        )
+    return components
 
 
 def controllers_for(settings: Settings) -> list[ControllerFactory]:
-    """The RayCluster, RayJob and RayService controllers, reaching dashboards as configured."""
+    """The RayCluster, RayJob, RayService and RayServeGraph controllers, reaching dashboards
+    and fetching graph documents as configured."""
     from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.controllers.rayjob import rayjob_controller
+    from ray_operator.controllers.rayservegraph import rayservegraph_controller
     from ray_operator.controllers.rayservice import rayservice_controller
     from ray_operator.dashboard.resolver import resolver_from_overrides
+    from ray_operator.servegraph.fetch import FetchPolicy
     from ray_operator.validation.limits import ClusterLimits
 
     resolver = resolver_from_overrides(
@@ -111,6 +137,13 @@ def controllers_for(settings: Settings) -> list[ControllerFactory]:
         functools.partial(RayClusterController, limits=limits),
         rayjob_controller(resolver=resolver, limits=limits),
         rayservice_controller(resolver=resolver, limits=limits),
+        rayservegraph_controller(
+            policy=FetchPolicy(
+                allowed_hosts=frozenset(settings.serve_graph_allowed_hosts),
+                allow_loopback=settings.serve_graph_allow_loopback,
+            ),
+            limits=limits,
+        ),
     ]
 
 

@@ -73,6 +73,17 @@ class Settings:
     serve_proxy_url_overrides: tuple[str, ...] = ()
     """`<namespace>/<cluster>=<url>` entries: where the operator reaches those clusters' head
     Serve proxy for its health check instead of the head Pod's IP."""
+    serve_graph_allowed_hosts: tuple[str, ...] = ()
+    """`host[:port]` entries a RayServeGraph may fetch its document from (lower case; port
+    omitted: the scheme's default); empty: any host its token Secret opted in for."""
+    serve_graph_allow_loopback: bool = False
+    """Let RayServeGraphs fetch from loopback addresses (127.0.0.0/8, ::1): for `make run` and
+    tests, where the artifact server runs beside the operator. Link-local and metadata
+    addresses stay refused."""
+    serve_graph_events_port: int = 0
+    """Port of the RayServeGraph event endpoint (refresh requests, CloudEvents); 0: off."""
+    serve_graph_events_address: str = "127.0.0.1"
+    """Address the event endpoint listens on (`0.0.0.0`: every interface, e.g. in a Pod)."""
 
 
 def default_identity() -> str:
@@ -221,6 +232,34 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="<namespace>/<cluster glob>=<url>: reach those clusters' head Serve proxies there "
         "(repeatable; default: the head Pod's IP)",
     )
+    add(
+        "--serve-graph-allowed-hosts",
+        dest="serve_graph_allowed_hosts",
+        action="append",
+        default=None,  # the environment's list is read in settings_from_args (as --namespace)
+        help="host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch from "
+        "(default: any host the token Secret opted in for)",
+    )
+    add(
+        "--serve-graph-allow-loopback",
+        action=argparse.BooleanOptionalAction,
+        default=env(
+            "serve-graph-allow-loopback", parse_boolean, defaults.serve_graph_allow_loopback
+        ),
+        help="let RayServeGraphs fetch from loopback addresses, for local trials "
+        "(default: %(default)s)",
+    )
+    add(
+        "--serve-graph-events-port",
+        type=_port,
+        default=env("serve-graph-events-port", _port, defaults.serve_graph_events_port),
+        help="port of the RayServeGraph event endpoint; 0: off (default: %(default)s)",
+    )
+    add(
+        "--serve-graph-events-address",
+        default=env("serve-graph-events-address", str, defaults.serve_graph_events_address),
+        help="address the RayServeGraph event endpoint listens on (default: %(default)s)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -253,7 +292,21 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         log_level=args.log_level,
         dashboard_url_overrides=tuple(args.dashboard_url_overrides or ()),
         serve_proxy_url_overrides=tuple(args.serve_proxy_url_overrides or ()),
+        serve_graph_allowed_hosts=allowed_hosts(
+            args.serve_graph_allowed_hosts
+            if args.serve_graph_allowed_hosts is not None
+            else [os.environ.get(f"{ENV_PREFIX}SERVE_GRAPH_ALLOWED_HOSTS", "")]
+        ),
+        serve_graph_allow_loopback=args.serve_graph_allow_loopback,
+        serve_graph_events_port=args.serve_graph_events_port,
+        serve_graph_events_address=args.serve_graph_events_address,
     )
+
+
+def allowed_hosts(entries: Sequence[str]) -> tuple[str, ...]:
+    """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique."""
+    hosts = (host.lower() for entry in entries for host in _comma_list(entry))
+    return tuple(dict.fromkeys(hosts))
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -281,6 +334,13 @@ def parse_boolean(raw: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
+    return value
 
 
 def _positive_int(raw: str) -> int:

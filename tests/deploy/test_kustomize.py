@@ -239,7 +239,10 @@ def test_webhooks_serve_every_ray_kind_at_the_kubebuilder_paths(
         webhook["rules"][0]["resources"][0]: webhook["clientConfig"]["service"]["path"]
         for webhook in configuration["webhooks"]
     }
-    assert paths == {f"{kind}s": f"/{prefix}-ray-io-v1-{kind}" for kind in RAY_KINDS}
+    assert paths == {
+        **{f"{kind}s": f"/{prefix}-ray-io-v1-{kind}" for kind in RAY_KINDS},
+        "rayservegraphs": f"/{prefix}-ray-operator-io-v1alpha1-rayservegraph",
+    }
 
 
 def test_webhook_service_reaches_the_webhook_port_of_every_replica(

@@ -66,6 +66,18 @@ WORKLOAD_NEEDS = [
     ("create", "events", None),
     ("patch", "events", None),
     ("create", "events.events.k8s.io", None),
+    # RayServeGraph: reconciled (finalizer, status), its refresh annotation patched by the event
+    # endpoint; its builder ConfigMap created, patched and deleted.
+    *[
+        (verb, "rayservegraphs.ray-operator.io", None)
+        for verb in ("get", "list", "watch", "update", "patch")
+    ],
+    *[(verb, "rayservegraphs.ray-operator.io", "status") for verb in ("get", "update", "patch")],
+    ("update", "rayservegraphs.ray-operator.io", "finalizers"),
+    *[
+        (verb, "configmaps", None)
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+    ],
 ]
 
 # What the operator never needs, anywhere.
@@ -81,9 +93,14 @@ NEVER = [
     ("escalate", "roles.rbac.authorization.k8s.io", None),
     ("bind", "roles.rbac.authorization.k8s.io", None),
     ("impersonate", "serviceaccounts", None),
-    ("create", "configmaps", None),
     ("create", "deployments.apps", None),
+    # Users create and delete RayServeGraphs; the operator only reconciles them.
+    ("create", "rayservegraphs.ray-operator.io", None),
+    ("delete", "rayservegraphs.ray-operator.io", None),
+    ("deletecollection", "configmaps", None),
 ]
+
+SERVE_GRAPH_SECRETS_ROLE = "ray-operator-serve-graph-secrets"
 
 # The widest per-cluster autoscaler Role we may grant: KubeRay's (common/rbac.go: pods
 # get/list/watch/patch, pods/resize patch, rayclusters get/patch) plus pods delete and rayclusters
@@ -153,6 +170,50 @@ def test_operator_reads_and_writes_only_its_own_certificate_secret(kubectl: Kube
     assert can_i(kubectl, OPERATOR, "create", "secrets", namespace=own)
     # `delete` (not a read) is granted everywhere for the Ray auth token Secrets it generates:
     # the test control plane has no garbage collector, so it deletes them with their cluster.
+
+
+@pytest.mark.usefixtures("default_install")
+def test_operator_cannot_read_secrets_for_serve_graphs_until_the_role_is_bound(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    # The ClusterRole is installed but bound nowhere: RayServeGraphs get SecretForbidden.
+    for verb in ("get", "list", "watch"):
+        assert not can_i(kubectl, OPERATOR, verb, "secrets", namespace=namespace)
+    bindings = kubectl("get", "rolebindings,clusterrolebindings", "-A", "-o", "json")
+    assert SERVE_GRAPH_SECRETS_ROLE not in bindings
+
+
+@pytest.mark.usefixtures("default_install")
+def test_the_serve_graph_secret_role_grants_get_and_nothing_else(kubectl: Kubectl) -> None:
+    role = yaml.safe_load(kubectl("get", "clusterrole", SERVE_GRAPH_SECRETS_ROLE, "-o", "yaml"))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+
+
+@pytest.mark.usefixtures("default_install")
+def test_a_binding_in_one_namespace_lets_the_operator_get_secrets_there_only(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    # The documented command (README, config/rbac/serve_graph_secrets.yaml).
+    kubectl(
+        "create",
+        "rolebinding",
+        SERVE_GRAPH_SECRETS_ROLE,
+        "-n",
+        namespace,
+        f"--clusterrole={SERVE_GRAPH_SECRETS_ROLE}",
+        f"--serviceaccount={DEFAULT_NAMESPACE}:ray-operator",
+    )
+    try:
+        assert can_i(kubectl, OPERATOR, "get", "secrets", namespace=namespace)
+        assert can_i(kubectl, OPERATOR, "get", "secrets/registry-token", namespace=namespace)
+        for verb in ("list", "watch", "update", "patch"):
+            assert not can_i(kubectl, OPERATOR, verb, "secrets", namespace=namespace)
+        assert not can_i(kubectl, OPERATOR, "get", "secrets", namespace="kube-system")
+        assert not can_i(kubectl, OPERATOR, "get", "secrets", namespace=DEFAULT_NAMESPACE)
+        for verb in ("get", "list", "watch"):
+            assert not can_i(kubectl, OPERATOR, verb, "secrets")  # not cluster-wide
+    finally:
+        kubectl("delete", "rolebinding", SERVE_GRAPH_SECRETS_ROLE, "-n", namespace)
 
 
 @pytest.mark.usefixtures("default_install")
@@ -304,6 +365,28 @@ def test_namespaced_operator_reads_no_secrets_even_in_its_own_namespace(
         assert not can_i(kubectl, user, verb, "secrets", namespace=tenant_install.tenant)
     # It may create (and delete) the Ray auth token Secrets of token-auth clusters: not a read.
     assert can_i(kubectl, user, "create", "secrets", namespace=tenant_install.tenant)
+
+
+def test_namespaced_operator_gets_secrets_for_serve_graphs_only_once_the_role_is_bound(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    user, tenant = tenant_operator(tenant_install), tenant_install.tenant
+    assert not can_i(kubectl, user, "get", "secrets", namespace=tenant)
+    kubectl(
+        "create",
+        "rolebinding",
+        SERVE_GRAPH_SECRETS_ROLE,
+        "-n",
+        tenant,
+        f"--role={SERVE_GRAPH_SECRETS_ROLE}",
+        f"--serviceaccount={tenant}:ray-operator",
+    )
+    try:
+        assert can_i(kubectl, user, "get", "secrets", namespace=tenant)
+        assert not can_i(kubectl, user, "list", "secrets", namespace=tenant)
+        assert not can_i(kubectl, user, "get", "secrets", namespace=tenant_install.neighbour)
+    finally:
+        kubectl("delete", "rolebinding", SERVE_GRAPH_SECRETS_ROLE, "-n", tenant)
 
 
 def test_namespaced_operator_holds_its_lease_in_its_own_namespace(

@@ -22,6 +22,7 @@ from ray_operator.labels import (
     RAY_POD_SELECTOR,
     SERVE_LABEL,
 )
+from ray_operator.servegraph.names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 
 OPERATOR_NAME = CREATED_BY
 """This operator's value for `app.kubernetes.io/created-by` (KubeRay uses `kuberay-operator`)."""
@@ -87,6 +88,10 @@ PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVo
 only."""
 INGRESS = Kind("networking.k8s.io", "v1", "ingresses", "Ingress")
 """The head's `<cluster>-head-ingress` of `headGroupSpec.enableIngress`."""
+CONFIG_MAP = Kind("", "v1", "configmaps", "ConfigMap")
+"""The `<graph>-serve-graph-builder` module that a RayServeGraph's Ray containers import."""
+RAY_SERVE_GRAPH = Kind(SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION, "rayservegraphs", "RayServeGraph")
+"""Our own kind (KubeRay owns `ray.io`): a Serve DAG fetched as protobuf, kept deployed."""
 
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
@@ -102,8 +107,16 @@ OWNED_KINDS: tuple[Kind, ...] = (
 """Kinds we create and therefore watch only through label selectors (`watch_selectors`): an
 object without the labels Ray's operators put on what they make is never cached."""
 
-WATCHED_KINDS: tuple[Kind, ...] = (RAY_CLUSTER, RAY_JOB, RAY_SERVICE, *OWNED_KINDS)
-"""Kinds the operator caches by default."""
+WATCHED_KINDS: tuple[Kind, ...] = (
+    RAY_CLUSTER,
+    RAY_JOB,
+    RAY_SERVICE,
+    RAY_SERVE_GRAPH,
+    *OWNED_KINDS,
+    CONFIG_MAP,
+)
+"""Kinds the operator caches by default. ConfigMaps only through `BUILDER_CONFIGMAP_SELECTOR`:
+the cache holds the RayServeGraphs' builder modules, never the namespace's other ConfigMaps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +172,11 @@ or RayService's head Service). Label selectors cannot say "or", so these are thr
 excludes the keys of the ones before, so no Service is in two and each watcher owns its part."""
 
 
+BUILDER_CONFIGMAP_SELECTOR = LabelSelector(present=(GRAPH_LABEL,))
+"""ConfigMaps: only the `<graph>-serve-graph-builder` ones a RayServeGraph made (one watch; a
+few KiB each, one per graph)."""
+
+
 def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
     """The label selectors the cache of `kind` is filled through, one watch each (None: all).
 
@@ -172,6 +190,8 @@ def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
         return (LabelSelector(present=(POD_SELECTOR,)),)
     if kind == SERVICE:
         return SERVICE_SELECTORS
+    if kind == CONFIG_MAP:
+        return (BUILDER_CONFIGMAP_SELECTOR,)
     return (CREATED_BY_EITHER_OPERATOR,) if kind in OWNED_KINDS else (None,)
 
 

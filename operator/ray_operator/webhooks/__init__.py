@@ -1,4 +1,5 @@
-"""Admission webhooks for RayCluster, RayJob and RayService, served over TLS by every replica.
+"""Admission webhooks for RayCluster, RayJob, RayService and RayServeGraph, served over TLS by
+every replica.
 
     review.py         AdmissionReview in → allow/deny (+ JSONPatch) out; pure, no HTTP
     handlers.py       the aiohttp routes (/validate-ray-io-v1-<kind>, /mutate-…), body cap

@@ -3,6 +3,8 @@
     /validate-ray-io-v1-raycluster   /mutate-ray-io-v1-raycluster
     /validate-ray-io-v1-rayjob       /mutate-ray-io-v1-rayjob
     /validate-ray-io-v1-rayservice   /mutate-ray-io-v1-rayservice
+    /validate-ray-operator-io-v1alpha1-rayservegraph
+    /mutate-ray-operator-io-v1alpha1-rayservegraph
 
 (controller-runtime's path scheme, so manifests written for KubeRay's webhooks keep their paths.)
 Requests are read within `REVIEW_READ_LIMITS` (`server.bounded_reads`: the body in 10 s and at most
@@ -27,8 +29,6 @@ from ray_operator.server import ReadLimits, bounded_application
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.review import (
     ADMISSION_KINDS,
-    GROUP,
-    VERSION,
     AdmissionKind,
     mutate_review,
     validate_review,
@@ -54,14 +54,14 @@ INLINE_REVIEW_BYTES = 64 * 1024
 
 def admission_paths(kind: AdmissionKind) -> tuple[str, str]:
     """The (validating, mutating) paths of a kind."""
-    suffix = f"{GROUP.replace('.', '-')}-{VERSION}-{kind.singular}"
+    suffix = f"{kind.group.replace('.', '-')}-{kind.version}-{kind.singular}"
     return f"/validate-{suffix}", f"/mutate-{suffix}"
 
 
 def admission_routes(
     workers: ReviewWorkers, *, limits: ClusterLimits = DEFAULT_LIMITS
 ) -> list[web.RouteDef]:
-    """The six POST routes, answered by `workers`."""
+    """The POST routes (validate and mutate, per kind), answered by `workers`."""
     validate = functools.partial(validate_review, limits=limits)
     routes = []
     for kind in ADMISSION_KINDS:

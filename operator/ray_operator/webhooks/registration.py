@@ -26,7 +26,7 @@ from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import Kind
 from ray_operator.webhooks.handlers import admission_paths
-from ray_operator.webhooks.review import ADMISSION_KINDS, GROUP, VERSION
+from ray_operator.webhooks.review import ADMISSION_KINDS, AdmissionKind
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def webhook_configurations(endpoint: WebhookEndpoint, *, ca_bundle: bytes) -> tu
     validating, mutating = [], []
     for kind in ADMISSION_KINDS:
         validate_path, mutate_path = admission_paths(kind)
-        common = _webhook(endpoint, kind.plural, ca_bundle=ca_bundle)
+        common = _webhook(endpoint, kind)
         validating.append(
             {
                 "name": f"v{kind.singular}.{WEBHOOK_NAME_SUFFIX}",
@@ -102,14 +102,14 @@ def webhook_configurations(endpoint: WebhookEndpoint, *, ca_bundle: bytes) -> tu
     )
 
 
-def _webhook(endpoint: WebhookEndpoint, plural: str, *, ca_bundle: bytes) -> dict[str, Any]:
+def _webhook(endpoint: WebhookEndpoint, kind: AdmissionKind) -> dict[str, Any]:
     return {
         "rules": [
             {
-                "apiGroups": [GROUP],
-                "apiVersions": [VERSION],
+                "apiGroups": [kind.group],
+                "apiVersions": [kind.version],
                 "operations": ["CREATE", "UPDATE"],
-                "resources": [plural],
+                "resources": [kind.plural],
                 "scope": "Namespaced",
             }
         ],

@@ -29,17 +29,21 @@ from typing import Any, Protocol
 
 import pydantic
 from ray_io.v1 import RayCluster, RayJob, RayService
+from ray_operator_io.v1alpha1.models import RayServeGraph
 
-from ray_operator.builders.manifest import JSON, ClusterLike
+from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest
 from ray_operator.defaults import default_raycluster, default_rayjob, default_rayservice
+from ray_operator.servegraph.names import SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
 from ray_operator.validation.errors import ErrorType, shown
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
+from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.rayjob import (
     rayjob_immutable_errors,
     rayjob_warnings,
     validate_rayjob,
 )
+from ray_operator.validation.rayservegraph import rayservegraph_errors
 from ray_operator.validation.rayservice import validate_rayservice
 from ray_operator.webhooks.jsonpatch import json_patch
 
@@ -81,6 +85,10 @@ class AdmissionKind:
     """Legal but surprising settings, shown by kubectl as warnings."""
     default: Callable[[ClusterLike], JSON]
     """The defaulted copy of an object."""
+    group: str = GROUP
+    """Its API group: `ray.io` (KubeRay's kinds) or `ray-operator.io` (RayServeGraph)."""
+    version: str = VERSION
+    """Its API version, e.g. `v1`."""
 
     @property
     def singular(self) -> str:
@@ -94,6 +102,12 @@ def _nothing_immutable(new: ClusterLike, old: ClusterLike) -> list[FieldError]:
 
 def _no_warnings(obj: ClusterLike) -> list[str]:
     return []
+
+
+def _validate_rayservegraph(
+    obj: ClusterLike, /, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> list[FieldError]:
+    return rayservegraph_errors(read_only_manifest(obj), limits=limits)
 
 
 ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
@@ -123,6 +137,19 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
         immutable=_nothing_immutable,
         warnings=_no_warnings,
         default=default_rayservice,
+    ),
+    # Our own kind: defaulted by its CRD schema alone (the RayService it becomes gets the
+    # RayService defaults), so its mutating webhook only ever allows.
+    AdmissionKind(
+        "RayServeGraph",
+        "rayservegraphs",
+        RayServeGraph,
+        validate=_validate_rayservegraph,
+        immutable=_nothing_immutable,
+        warnings=_no_warnings,
+        default=as_manifest,
+        group=SERVE_GRAPH_GROUP,
+        version=SERVE_GRAPH_VERSION,
     ),
 )
 
@@ -257,10 +284,10 @@ def _deny_invalid(kind: AdmissionKind, name: str, errors: list[FieldError]) -> J
     if len(errors) > _MAX_CAUSES:
         listed.append(f"and {len(errors) - _MAX_CAUSES} more errors")
     summary = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
-    denial = _deny(422, "Invalid", f'{kind.kind}.{GROUP} "{name}" is invalid: {summary}')
+    denial = _deny(422, "Invalid", f'{kind.kind}.{kind.group} "{name}" is invalid: {summary}')
     denial["status"]["details"] = {
         "name": name,
-        "group": GROUP,
+        "group": kind.group,
         "kind": kind.kind,
         "causes": [
             {"reason": error.reason, "message": error.body(), "field": error.field}

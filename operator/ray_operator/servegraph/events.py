@@ -1,0 +1,610 @@
+"""The RayServeGraph event endpoint: "the document changed, fetch it now", over HTTP.
+
+Off by default; `--serve-graph-events-port` turns it on (`--serve-graph-events-address`,
+default 127.0.0.1). Its own aiohttp listener, built with `server.bounded_application`: request
+headers within 10 s, the body within 10 s and at most 64 KiB (408/413 otherwise).
+
+    POST /apis/ray-operator.io/v1alpha1/namespaces/{namespace}/rayservegraphs/{name}/refresh
+    POST /apis/ray-operator.io/v1alpha1/events
+         a CloudEvent 1.0 in structured mode (`Content-Type: application/cloudevents+json`)
+         whose `subject` is `namespaces/<namespace>/rayservegraphs/<name>`
+
+Authentication, per object, against the Secret named by its `spec.refresh.secretRef` (the
+Secret must opt in: its `ray-operator.io/serve-graphs` annotation lists the graph's name, or a
+RayServeGraph could turn any Secret of its namespace into a password-guessing oracle):
+`Authorization: Bearer <secret>` or `X-Signature-256: sha256=<hex HMAC-SHA256 of the body>`
+(GitHub's scheme; its header name `X-Hub-Signature-256` is accepted too, so a repository webhook
+can call the refresh route), compared in constant time; every credential presented must verify.
+
+Answers, in the order they are decided:
+
+    401  no usable credentials          decided before any lookup: a caller without credentials
+                                        learns nothing, not even whether the object exists
+    400  not a CloudEvent naming a RayServeGraph (events route only)
+    404  no such RayServeGraph, or one without `spec.refresh` (the endpoint is off for it)
+    403  the credentials do not verify (or its Secret is missing, empty or did not opt in)
+    503  the Secret could not be read (RBAC: see README) or the annotation could not be written
+    202  accepted: `{"refreshRequestedAt": "<RFC 3339>"}`
+
+The order leaks one bit to a caller who presents *some* credential: 404 and 403 tell an unknown
+name from a known one. Verifying first would need a Secret for an object that does not exist;
+answering 403 for unknown objects would break "unknown object → 404", which callers need to tell
+a typo from a wrong secret. Names of RayServeGraphs are not secrets (they sit in the callers'
+URLs); Secret values never influence anything but the 403/202 answer.
+
+The effect is a merge patch of the annotation `ray-operator.io/refresh-requested-at` (RFC 3339, µs,
+UTC) on the object, through the API server, so any replica may take the event and the leader's
+controller, level-triggered, fetches once per annotation value newer than
+`status.lastRefreshHandled`. A burst must cost one fetch, so requests are coalesced per object:
+the first one opens a window of `coalesce_seconds` (1 s), every request in it waits for the one
+patch written at its end, and all get the same answer. Without it, N patches straddling one
+reconcile would cost two fetches (the reconcile that handled the first value finds a newer one).
+A request arriving after a window closed opens the next one: it may announce a newer document,
+so it is never dropped. (Each replica coalesces its own requests: R replicas behind a Service
+cost at most R fetches per burst.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import dataclasses
+import datetime
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from aiohttp import web
+
+from ray_operator.runtime.client import KubeClient
+from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
+from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
+from ray_operator.runtime.store import StoreView
+from ray_operator.servegraph.names import (
+    REFRESH_REQUESTED_ANNOTATION,
+    SECRET_GRAPHS_ANNOTATION,
+    SERVE_GRAPH_GROUP,
+    SERVE_GRAPH_VERSION,
+)
+from ray_operator.server import ReadLimits, bounded_application, bounded_runner
+
+if TYPE_CHECKING:
+    from ray_operator.app import ComponentContext
+
+logger = logging.getLogger(__name__)
+
+API_ROOT = f"/apis/{SERVE_GRAPH_GROUP}/{SERVE_GRAPH_VERSION}"
+REFRESH_ROUTE = API_ROOT + "/namespaces/{namespace}/rayservegraphs/{name}/refresh"
+EVENTS_ROUTE = API_ROOT + "/events"
+SIGNATURE_HEADER = "X-Signature-256"
+GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
+"""GitHub's name for the same signature: a repository webhook can call the refresh route as is."""
+CLOUDEVENTS_CONTENT_TYPES = ("application/cloudevents+json", "application/json")
+EVENT_READ_LIMITS = ReadLimits(max_body_bytes=64 * 1024)
+"""An event is a few hundred bytes; 64 KiB leaves room for a CloudEvent's `data`."""
+DEFAULT_COALESCE_SECONDS = 1.0
+SECRET_CACHE_SECONDS = 5.0
+"""How long a read refresh Secret is reused: a burst of N events reads it once, and a rotated
+secret applies within seconds."""
+_MAX_CACHED_SECRETS = 1024
+_MAX_WARNINGS = 1024
+_SUBJECT_RE = re.compile(r"^namespaces/([^/]+)/rayservegraphs/([^/]+)$")
+_DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN_RE = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_HEX_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
+CREDENTIALS_REQUIRED = "credentials required: a bearer token or X-Signature-256\n"
+
+
+class RefusedError(Exception):
+    """An answer other than 202: the HTTP status and a short text (never a secret)."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
+# --- credentials (pure) ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a caller presented; at least one of the two is set."""
+
+    bearer: bytes | None = dataclasses.field(default=None, repr=False)
+    """The token of `Authorization: Bearer <token>`."""
+    signature: bytes | None = None
+    """The raw 32 bytes of `X-Signature-256: sha256=<hex>`."""
+
+
+def credentials_of(headers: Mapping[str, str]) -> Credentials | None:
+    """The credentials in `headers`, or None when there are none we can use (→ 401)."""
+    bearer = _bearer_token(headers.get("Authorization", ""))
+    signature = _signature(
+        headers.get(SIGNATURE_HEADER) or headers.get(GITHUB_SIGNATURE_HEADER, "")
+    )
+    if bearer is None and signature is None:
+        return None
+    return Credentials(bearer=bearer, signature=signature)
+
+
+def _bearer_token(header: str) -> bytes | None:
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token.encode("utf-8", "surrogateescape")
+
+
+def _signature(header: str) -> bytes | None:
+    algorithm, _, digest = header.strip().partition("=")
+    if algorithm.lower() != "sha256" or not _HEX_SHA256_RE.match(digest):
+        return None
+    return bytes.fromhex(digest)
+
+
+def verify(credentials: Credentials, *, secret: bytes, body: bytes) -> bool:
+    """Whether every credential presented matches `secret` (constant-time comparisons)."""
+    if not secret:
+        return False  # never authenticate against an empty secret
+    checks = []
+    if credentials.bearer is not None:
+        checks.append(hmac.compare_digest(credentials.bearer, secret))
+    if credentials.signature is not None:
+        expected = hmac.new(secret, body, hashlib.sha256).digest()
+        checks.append(hmac.compare_digest(credentials.signature, expected))
+    return bool(checks) and all(checks)
+
+
+def sign(body: bytes, *, secret: bytes) -> str:
+    """The `X-Signature-256` value a sender puts on `body` (for clients and tests)."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+# --- what a request names (pure) ------------------------------------------------------------
+
+
+def cannot_name_an_object(namespace: str, name: str) -> bool:
+    """Whether `namespace`/`name` cannot name a RayServeGraph (so: 404 without a lookup)."""
+    return not (
+        len(namespace) <= 63
+        and _DNS1123_LABEL_RE.match(namespace)
+        and len(name) <= 253
+        and _DNS1123_SUBDOMAIN_RE.match(name)
+    )
+
+
+def cloudevent_subject(body: bytes) -> tuple[str, str]:
+    """(namespace, name) from a structured-mode CloudEvent; `RefusedError(400)` if not one."""
+    try:
+        event = json.loads(body)
+    except (ValueError, RecursionError):
+        raise RefusedError(400, "the body is not JSON\n") from None
+    if not isinstance(event, dict):
+        raise RefusedError(400, "the body is not a JSON object\n")
+    if event.get("specversion") != "1.0":
+        raise RefusedError(400, 'not a CloudEvent: "specversion" must be "1.0"\n')
+    for attribute in ("id", "source", "type", "subject"):
+        value = event.get(attribute)
+        if not isinstance(value, str) or not value:
+            raise RefusedError(400, f'not a CloudEvent naming a RayServeGraph: no "{attribute}"\n')
+    match = _SUBJECT_RE.match(event["subject"])
+    if match is None:
+        raise RefusedError(400, '"subject" must be namespaces/<namespace>/rayservegraphs/<name>\n')
+    return match.group(1), match.group(2)
+
+
+def refresh_secret_ref(graph: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(Secret name, key) of `spec.refresh.secretRef`, or None when the endpoint is off for it."""
+    refresh = (graph.get("spec") or {}).get("refresh")
+    reference = refresh.get("secretRef") if isinstance(refresh, dict) else None
+    if not isinstance(reference, dict):
+        return None
+    name, key = reference.get("name"), reference.get("key")
+    if not (isinstance(name, str) and name and isinstance(key, str) and key):
+        return None
+    return name, key
+
+
+def refresh_secret_value(secret: Mapping[str, Any], *, key: str, graph_name: str) -> bytes:
+    """The shared secret in `secret[data][key]`; `RefusedError(403)` unless usable and opted in.
+
+    Surrounding whitespace is dropped: a trailing newline from `--from-file` is never meant.
+    """
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    allowed = str(annotations.get(SECRET_GRAPHS_ANNOTATION, ""))
+    if graph_name not in {item.strip() for item in allowed.split(",")}:
+        raise RefusedError(403, "forbidden\n")
+    encoded = (secret.get("data") or {}).get(key)
+    if not isinstance(encoded, str):
+        raise RefusedError(403, "forbidden\n")
+    try:
+        value = base64.b64decode(encoded, validate=True).strip()
+    except (binascii.Error, ValueError):
+        raise RefusedError(403, "forbidden\n") from None
+    if not value:
+        raise RefusedError(403, "forbidden\n")
+    return value
+
+
+def refresh_timestamp(now: datetime.datetime) -> str:
+    """The annotation value: RFC 3339 in UTC with microseconds (sorts as it compares)."""
+    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# --- I/O helpers ----------------------------------------------------------------------------
+
+
+class SecretCache:
+    """Reads Secrets by name, once per `ttl` and key, however many requests ask at once."""
+
+    def __init__(
+        self,
+        read: Callable[[str, str], Awaitable[Mapping[str, Any]]],
+        *,
+        ttl: float = SECRET_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[tuple[str, str], tuple[float, asyncio.Future[Mapping[str, Any]]]] = {}
+
+    async def get(self, namespace: str, name: str) -> Mapping[str, Any]:
+        """The Secret (raises what `read` raises; a failed read is not cached)."""
+        key = (namespace, name)
+        now = self._clock()
+        entry = self._entries.get(key)
+        if entry is None or entry[0] <= now or _failed(entry[1]):
+            self._forget_expired(now)
+            future = asyncio.ensure_future(self._read(namespace, name))
+            future.add_done_callback(_retrieve)
+            entry = (now + self._ttl, future)
+            self._entries[key] = entry
+        return await asyncio.shield(entry[1])
+
+    def _forget_expired(self, now: float) -> None:
+        for key in [key for key, (expiry, _) in self._entries.items() if expiry <= now]:
+            del self._entries[key]
+        while len(self._entries) >= _MAX_CACHED_SECRETS:
+            del self._entries[next(iter(self._entries))]
+
+    def close(self) -> None:
+        """Cancel reads still in flight."""
+        for _, future in self._entries.values():
+            future.cancel()
+        self._entries.clear()
+
+
+class RefreshCoalescer:
+    """One annotation patch per object per window, whatever number of requests asked for it."""
+
+    def __init__(
+        self,
+        patch: Callable[[str, str, str], Awaitable[None]],
+        *,
+        window: float = DEFAULT_COALESCE_SECONDS,
+        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self._patch = patch
+        self._window = window
+        self._now = now
+        self._pending: dict[tuple[str, str], asyncio.Task[str]] = {}
+        self._running: set[asyncio.Task[str]] = set()  # in their window or patching
+        self.patches = 0
+        """How many patches were sent (for tests and logs)."""
+
+    async def request(self, namespace: str, name: str) -> str:
+        """Wait for the patch that covers this request; the annotation value it wrote."""
+        key = (namespace, name)
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.create_task(
+                self._patch_at_window_end(key), name=f"refresh:{namespace}/{name}"
+            )
+            task.add_done_callback(_retrieve)
+            task.add_done_callback(self._running.discard)
+            self._pending[key] = task
+            self._running.add(task)
+        # A caller that disconnects must not cancel the patch the others wait for.
+        return await asyncio.shield(task)
+
+    async def _patch_at_window_end(self, key: tuple[str, str]) -> str:
+        try:
+            await asyncio.sleep(self._window)
+        finally:
+            # Closed before the patch is sent: a request from now on opens the next window,
+            # so an event announcing a newer document is never folded into an older patch.
+            del self._pending[key]
+        stamp = refresh_timestamp(self._now())
+        self.patches += 1
+        await self._patch(key[0], key[1], stamp)
+        return stamp
+
+    async def close(self) -> None:
+        """Cancel the windows still open and the patches under way."""
+        tasks = list(self._running)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _failed(future: asyncio.Future[Any]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # Every waiter may have gone (clients disconnected): mark the outcome as seen.
+    if not future.cancelled():
+        future.exception()
+
+
+# --- the endpoint ---------------------------------------------------------------------------
+
+
+GraphLookup = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
+"""(namespace, name) → the RayServeGraph, or None when it does not exist (for this operator)."""
+
+
+class RefreshEndpoint:
+    """Authenticates refresh requests and turns them into coalesced annotation patches."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        lookup: GraphLookup | None = None,
+        coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
+        secret_ttl: float = SECRET_CACHE_SECONDS,
+    ) -> None:
+        self._client = client
+        self._lookup = lookup or self._get_from_api
+        self.secrets = SecretCache(self._read_secret, ttl=secret_ttl)
+        self.coalescer = RefreshCoalescer(self._patch_annotation, window=coalesce_seconds)
+        self._warned: set[tuple[str, str, str]] = set()
+
+    async def refresh(
+        self, namespace: str, name: str, *, headers: Mapping[str, str], body: bytes
+    ) -> str:
+        """Authenticate a request for the object and wait for its coalesced patch."""
+        credentials = credentials_of(headers)
+        if credentials is None:
+            raise RefusedError(401, CREDENTIALS_REQUIRED)
+        if cannot_name_an_object(namespace, name):
+            raise RefusedError(404, "no such RayServeGraph\n")
+        graph = await self._look_up(namespace, name)
+        reference = refresh_secret_ref(graph) if graph is not None else None
+        if reference is None:
+            raise RefusedError(404, "no such RayServeGraph with spec.refresh\n")
+        secret = await self._refresh_secret(namespace, name, reference)
+        if not verify(credentials, secret=secret, body=body):
+            raise RefusedError(403, "forbidden\n")
+        return await self._patch_coalesced(namespace, name)
+
+    async def _look_up(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return await self._lookup(namespace, name)
+        except Forbidden:
+            return None  # a namespace this operator may not read: not one it manages
+        except KubeError as error:
+            logger.warning("looking up RayServeGraph %s/%s failed: %s", namespace, name, error)
+            raise RefusedError(503, "the RayServeGraph cannot be looked up right now\n") from None
+
+    async def _refresh_secret(self, namespace: str, name: str, reference: tuple[str, str]) -> bytes:
+        secret_name, key = reference
+        try:
+            secret = await self.secrets.get(namespace, secret_name)
+        except NotFound:
+            self._warn_once(namespace, name, f"its refresh Secret {secret_name} does not exist")
+            raise RefusedError(403, "forbidden\n") from None
+        except Forbidden:
+            self._warn_once(
+                namespace,
+                name,
+                f"the operator may not read Secret {secret_name}: bind the ClusterRole "
+                f"ray-operator-serve-graph-secrets in namespace {namespace} (see README)",
+            )
+            raise RefusedError(503, "the refresh secret cannot be read by the operator\n") from None
+        except KubeError as error:
+            logger.warning("reading the refresh Secret of %s/%s failed: %s", namespace, name, error)
+            raise RefusedError(503, "the refresh secret cannot be read right now\n") from None
+        try:
+            return refresh_secret_value(secret, key=key, graph_name=name)
+        except RefusedError:
+            self._warn_once(
+                namespace,
+                name,
+                f"its refresh Secret {secret_name} has no usable key {key!r} or does not list "
+                f"it in its {SECRET_GRAPHS_ANNOTATION} annotation",
+            )
+            raise
+
+    async def _patch_coalesced(self, namespace: str, name: str) -> str:
+        try:
+            return await self.coalescer.request(namespace, name)
+        except NotFound:
+            raise RefusedError(404, "no such RayServeGraph\n") from None
+        except KubeError as error:
+            logger.warning("requesting a refresh of %s/%s failed: %s", namespace, name, error)
+            raise RefusedError(503, "the refresh could not be recorded; retry\n") from None
+
+    async def _get_from_api(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return await self._client.get(RAY_SERVE_GRAPH, name, namespace=namespace)
+        except NotFound:
+            return None
+
+    async def _read_secret(self, namespace: str, name: str) -> Mapping[str, Any]:
+        return await self._client.get(SECRET, name, namespace=namespace, request_timeout=10.0)
+
+    async def _patch_annotation(self, namespace: str, name: str, stamp: str) -> None:
+        patch = {"metadata": {"annotations": {REFRESH_REQUESTED_ANNOTATION: stamp}}}
+        await self._client.patch(RAY_SERVE_GRAPH, name, patch, namespace=namespace)
+        logger.info("refresh of RayServeGraph %s/%s requested (%s)", namespace, name, stamp)
+
+    def _warn_once(self, namespace: str, name: str, problem: str) -> None:
+        # Anyone with a bogus credential can trigger these: one line per object and problem.
+        key = (namespace, name, problem)
+        if key in self._warned or len(self._warned) >= _MAX_WARNINGS:
+            return
+        self._warned.add(key)
+        logger.warning(
+            "refresh requests for RayServeGraph %s/%s are refused: %s", namespace, name, problem
+        )
+
+    async def close(self) -> None:
+        """Cancel pending windows and Secret reads."""
+        await self.coalescer.close()
+        self.secrets.close()
+
+
+def events_application(
+    endpoint: RefreshEndpoint, *, limits: ReadLimits = EVENT_READ_LIMITS
+) -> web.Application:
+    """The aiohttp Application of the two routes, with bounded reads."""
+
+    async def refresh(request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        body = await request.read()  # already read, bounded, by the middleware
+        return await _answer(endpoint.refresh(namespace, name, headers=request.headers, body=body))
+
+    async def cloudevent(request: web.Request) -> web.Response:
+        if credentials_of(request.headers) is None:
+            return _refused(RefusedError(401, CREDENTIALS_REQUIRED))
+        if request.content_type not in CLOUDEVENTS_CONTENT_TYPES:
+            return _refused(RefusedError(415, "expected application/cloudevents+json\n"))
+        body = await request.read()
+        try:
+            namespace, name = cloudevent_subject(body)
+        except RefusedError as refusal:
+            return _refused(refusal)
+        return await _answer(endpoint.refresh(namespace, name, headers=request.headers, body=body))
+
+    application = bounded_application(limits)
+    application.add_routes([web.post(REFRESH_ROUTE, refresh), web.post(EVENTS_ROUTE, cloudevent)])
+
+    async def close(_: web.Application) -> None:
+        await endpoint.close()
+
+    application.on_cleanup.append(close)
+    return application
+
+
+async def _answer(refresh: Awaitable[str]) -> web.Response:
+    try:
+        stamp = await refresh
+    except RefusedError as refusal:
+        return _refused(refusal)
+    return web.json_response({"refreshRequestedAt": stamp}, status=202)
+
+
+def _refused(refusal: RefusedError) -> web.Response:
+    response = web.Response(status=refusal.status, text=refusal.text)
+    if refusal.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="ray-operator"'
+    return response
+
+
+# --- the component --------------------------------------------------------------------------
+
+
+def store_lookup(
+    store: StoreView,
+    client: KubeClient,
+    *,
+    namespaces: tuple[str, ...] = (),
+    cached: bool = RAY_SERVE_GRAPH in WATCHED_KINDS,
+) -> GraphLookup:
+    """Look a graph up in the watch cache (`cached`: the operator watches the kind); ask the API
+    server where the cache is not complete (a watch gap) or not kept. Outside the watched
+    `namespaces` (empty: all) nothing exists."""
+
+    async def lookup(namespace: str, name: str) -> Mapping[str, Any] | None:
+        if namespaces and namespace not in namespaces:
+            return None
+        if cached and store.synced(RAY_SERVE_GRAPH, namespace):
+            return store.get(RAY_SERVE_GRAPH, namespace, name)
+        try:
+            return await client.get(RAY_SERVE_GRAPH, name, namespace=namespace)
+        except NotFound:
+            return None
+
+    return lookup
+
+
+class ServeGraphEvents:
+    """The event endpoint as a root task of every replica (`--serve-graph-events-port`)."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        host: str,
+        port: int,
+        lookup: GraphLookup | None = None,
+        coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
+        limits: ReadLimits = EVENT_READ_LIMITS,
+    ) -> None:
+        self.endpoint = RefreshEndpoint(client, lookup=lookup, coalesce_seconds=coalesce_seconds)
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.listening = asyncio.Event()
+        """Set once the listener accepts connections (`port` then holds the bound port)."""
+
+    async def run(self) -> NoReturn:
+        """Serve until cancelled."""
+        runner = bounded_runner(events_application(self.endpoint, limits=self.limits), self.limits)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+            self.port = int(runner.addresses[0][1])  # the real one when asked for port 0
+            logger.info("serving RayServeGraph events on %s:%d", self.host, self.port)
+            self.listening.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+        finally:
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+
+
+def serve_graph_events_component(
+    *, host: str, port: int
+) -> Callable[[ComponentContext], ServeGraphEvents]:
+    """The component factory `app.run(..., components=[...])` takes."""
+
+    def build(context: ComponentContext) -> ServeGraphEvents:
+        lookup = store_lookup(context.store, context.client, namespaces=context.settings.namespaces)
+        return ServeGraphEvents(client=context.client, host=host, port=port, lookup=lookup)
+
+    return build
+
+
+__all__ = [
+    "EVENTS_ROUTE",
+    "REFRESH_ROUTE",
+    "SIGNATURE_HEADER",
+    "Credentials",
+    "RefreshCoalescer",
+    "RefreshEndpoint",
+    "RefusedError",
+    "SecretCache",
+    "ServeGraphEvents",
+    "cloudevent_subject",
+    "credentials_of",
+    "events_application",
+    "refresh_timestamp",
+    "serve_graph_events_component",
+    "sign",
+    "verify",
+]
