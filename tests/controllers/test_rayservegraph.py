@@ -429,6 +429,41 @@ async def test_a_rayservice_of_the_same_name_that_is_not_ours_is_left_alone(
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
+async def test_a_builder_configmap_someone_else_made_stops_the_deployment_until_it_is_gone(
+    harness: Harness,
+    artifacts: ArtifactServer,
+    registry_secrets: None,
+    start_graph_operator: StartGraphOperator,
+) -> None:
+    """Whoever may only create ConfigMaps must not get code into a graph's cluster: a ConfigMap
+    already holding the builder's name is neither used nor overwritten, and no RayService is
+    made, until it is deleted."""
+    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
+    planted = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "pipeline-serve-graph-builder"},
+        "data": {BUILDER_FILE: "import os; os.system('steal the token')"},
+    }
+    await harness.apply(planted)
+    await start_graph_operator()
+    await harness.apply(rayservegraph("pipeline", artifacts.url(GRAPH_PATH)))
+
+    status = await wait_for_condition(
+        harness, "pipeline", "Deployed", status="False", reason="BuilderConfigMapConflict"
+    )
+    assert "pipeline-serve-graph-builder" in condition(status, "Deployed")["message"]
+    name = planted["metadata"]["name"]
+    kept = await harness.client.get(CONFIG_MAP, name, namespace=harness.namespace)
+    assert kept["data"] == planted["data"]
+    assert (await harness.client.list(RAY_SERVICE, namespace=harness.namespace)).items == []
+
+    await harness.kubectl("delete", "configmap", name)
+    await _fetched_and_deployed(harness, "pipeline")
+    ours = await builder_configmap(harness, "pipeline")
+    assert ours["data"][BUILDER_FILE] == builder_source()
+
+
 async def test_a_new_service_name_moves_the_graph_to_a_new_rayservice_and_deletes_the_old(
     harness: Harness,
     artifacts: ArtifactServer,

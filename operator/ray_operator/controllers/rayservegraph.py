@@ -277,9 +277,11 @@ class RayServeGraphController:
         await self.fetch_if_due(rsg, memory, stored)
         # Tens of milliseconds for a graph at the parser's bounds: off the event loop.
         compiled = await asyncio.to_thread(self.compile, rsg, memory)
-        if compiled is not None:
-            await self.ensure_builder_configmap(rsg)
-        rayservice = await self.ensure_rayservice(rsg, memory, compiled)
+        conflict = await self.ensure_builder_configmap(rsg) if compiled is not None else None
+        if conflict is None:
+            rayservice = await self.ensure_rayservice(rsg, memory, compiled)
+        else:
+            rayservice = self._rayservice_left_alone(rsg, conflict)
         observed = rules.Observed(
             generation=generation,
             fetched=memory.fetched,
@@ -297,7 +299,9 @@ class RayServeGraphController:
         await self.write_status(
             rsg, stored, rules.compute_status(stored, observed, now=self._now())
         )
-        return Result(requeue_after=self.next_look(rsg, memory, conflict=not rayservice.owned))
+        # A conflicting RayService or ConfigMap is not ours to watch: look again later.
+        in_conflict = not rayservice.owned or conflict is not None
+        return Result(requeue_after=self.next_look(rsg, memory, conflict=in_conflict))
 
     # --- the spec ------------------------------------------------------------------------------
 
@@ -575,21 +579,43 @@ class RayServeGraphController:
         memory.compiled = Compiled(inputs=inputs, text=text, digest=digest(text))
         return memory.compiled
 
-    async def ensure_builder_configmap(self, rsg: Object) -> None:
+    async def ensure_builder_configmap(self, rsg: Object) -> ConditionState | None:
         """Create the ConfigMap shipping the builder module, or bring its data up to date (a new
-        operator version ships a new module)."""
+        operator version ships a new module). A ConfigMap of that name that is not this graph's
+        is the conflict returned: the Ray containers would import its module, so nothing is
+        deployed until it is gone (someone allowed only to create ConfigMaps must not get code
+        into a graph's cluster)."""
         desired = build_builder_configmap(rsg)
         namespace, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
         existing = self._store.get(CONFIG_MAP, namespace, name)
         if existing is None:
-            with contextlib.suppress(AlreadyExists):  # the cache is behind; seen next time
+            try:
                 await self._client.create(CONFIG_MAP, desired, namespace=namespace)
+            except AlreadyExists:
+                # Not in the cache: only labelled ConfigMaps are, so it may be someone else's.
+                existing = await self._client.get(CONFIG_MAP, name, namespace=namespace)
+            else:
                 logger.info("created the builder ConfigMap %s", name)
-            return
-        if not _owned_by(existing, rsg) or existing.get("data") == desired["data"]:
-            return
-        await self._client.patch(CONFIG_MAP, name, {"data": desired["data"]}, namespace=namespace)
-        logger.info("updated the builder module in ConfigMap %s", name)
+                return None
+        if not _owned_by(existing, rsg):
+            return ConditionState(
+                "False",
+                "BuilderConfigMapConflict",
+                f"ConfigMap {name} exists and is not this RayServeGraph's: its Ray containers "
+                "would import the module it holds, so nothing is deployed until it is deleted",
+            )
+        if existing.get("data") != desired["data"]:
+            await self._client.patch(
+                CONFIG_MAP, name, {"data": desired["data"]}, namespace=namespace
+            )
+            logger.info("updated the builder module in ConfigMap %s", name)
+        return None
+
+    def _rayservice_left_alone(self, rsg: Object, conflict: ConditionState) -> RayServiceState:
+        name = service_name(rsg)
+        existing = self._store.get(RAY_SERVICE, rsg["metadata"]["namespace"], name)
+        owned = existing is None or _owned_by(existing, rsg)
+        return RayServiceState(name, existing, owned=owned, refused=conflict)
 
     async def ensure_rayservice(
         self, rsg: Object, memory: GraphMemory, compiled: Compiled | None
