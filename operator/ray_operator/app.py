@@ -39,8 +39,9 @@ from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
+from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import WATCHED_KINDS, Kind, watch_selectors
+from ray_operator.runtime.kinds import OPTIONAL_KINDS, WATCHED_KINDS, Kind, watch_selectors
 from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store, StoreView
@@ -104,10 +105,66 @@ async def _main(
         settings.kubeconfig, watches=watches * max(1, len(settings.namespaces))
     )
     try:
-        operator = Operator(settings, api=api, controllers=controllers, components=components)
+        kinds = await served_kinds(
+            KubeClient(api, metrics=Metrics()), WATCHED_KINDS, namespaces=settings.namespaces
+        )
+        operator = Operator(
+            settings, api=api, controllers=controllers, components=components, kinds=kinds
+        )
         return await operator.run(stop)
     finally:
         await api.close()
+
+
+SERVED_PROBE_SECONDS = 30.0
+
+
+async def served_kinds(
+    client: KubeClient, kinds: Sequence[Kind], *, namespaces: Sequence[str] = ()
+) -> list[Kind]:
+    """`kinds` without the optional ones (`OPTIONAL_KINDS`) the API server does not serve, and
+    without what is cached only for those; each one missing is logged as an error that says
+    which CRD to apply. One request per optional kind, at start."""
+    missing: set[Kind] = set()
+    for kind, companions in OPTIONAL_KINDS.items():
+        if kind in kinds and not await _is_served(client, kind, namespaces=namespaces):
+            logger.error(
+                "the API server does not serve %s (%s): the CustomResourceDefinition %s.%s is "
+                "not installed, so %ss are not managed; apply crd/ (make run and config/ do) "
+                "and restart the operator",
+                kind,
+                kind.api_version,
+                kind.plural,
+                kind.group,
+                kind,
+            )
+            missing |= {kind, *companions}
+    return [kind for kind in kinds if kind not in missing]
+
+
+async def _is_served(client: KubeClient, kind: Kind, *, namespaces: Sequence[str]) -> bool:
+    """Whether the API server serves `kind`. Other answers than 404 (a CRD just applied answers
+    429 while its storage initialises; the server may be away) are retried for a while, then
+    the kind counts as served: its watcher keeps retrying, as for any other kind."""
+    delay = 0.2
+    deadline = asyncio.get_running_loop().time() + SERVED_PROBE_SECONDS
+    while True:
+        try:
+            # A name no object has: an empty answer when served, 404 when the CRD is missing.
+            await client.list(
+                kind,
+                namespace=namespaces[0] if namespaces else None,
+                field_selector="metadata.name=ray-operator-probe-",
+            )
+            return True
+        except NotFound:
+            return False
+        except KubeError as error:
+            if asyncio.get_running_loop().time() + delay > deadline:
+                logger.warning("could not tell whether %s is served: %s", kind, error)
+                return True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 class Operator:
@@ -136,7 +193,12 @@ class Operator:
         self.client = api_client.with_write_guard(self.leadership.check_may_write)
         self.events = EventRecorder(self.client, metrics=self.metrics, instance=settings.identity)
         context = ControllerContext(store=self.store, client=self.client, events=self.events)
-        self.controllers = [factory(context) for factory in controllers]
+        # The controller of an optional kind the API server does not serve stays out.
+        self.controllers = [
+            controller
+            for controller in (factory(context) for factory in controllers)
+            if controller.kind not in OPTIONAL_KINDS or controller.kind in kinds
+        ]
         self.queue: WorkQueue[Any] = WorkQueue(metrics=self.metrics)
         self.workers = Workers(
             self.controllers,

@@ -118,6 +118,11 @@ WATCHED_KINDS: tuple[Kind, ...] = (
 """Kinds the operator caches by default. ConfigMaps only through `BUILDER_CONFIGMAP_SELECTOR`:
 the cache holds the RayServeGraphs' builder modules, never the namespace's other ConfigMaps."""
 
+OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {RAY_SERVE_GRAPH: (CONFIG_MAP,)}
+"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), each
+with the kinds cached only for it. Without the CRD the operator runs without that controller
+instead of waiting forever for a cache that can never list (which would stop every kind)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LabelSelector:

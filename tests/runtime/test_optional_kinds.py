@@ -1,0 +1,82 @@
+"""Specification: an install without the RayServeGraph CRD (the operator upgraded, its new CRD
+not applied, as Helm does with CRDs) still manages every ray.io kind; it says which CRD is
+missing instead of waiting forever for a RayServeGraph cache that can never list."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ray_operator.app import served_kinds
+from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.metrics import Metrics
+from ray_operator.runtime.client import KubeClient, load_api_client
+from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS
+
+from tests.conftest import Kubectl, running_control_plane
+from tests.robustness.observe import OperatorUnderTest
+from tests.runtime.processes import wait_until
+
+SERVE_GRAPH_CRD = "rayservegraphs.ray-operator.io"
+
+MINI_CLUSTER = """
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: mini, namespace: default}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
+"""
+
+
+@pytest.fixture(scope="module")
+def plane_without_serve_graphs() -> Iterator[LocalControlPlane]:
+    """A control plane of its own (the shared one keeps every CRD), the RayServeGraph CRD
+    removed."""
+    with running_control_plane() as plane:
+        Kubectl(plane.kubeconfig)("delete", "crd", SERVE_GRAPH_CRD, "--wait=true")
+        yield plane
+
+
+def test_the_operator_runs_every_ray_kind_and_names_the_missing_crd(
+    plane_without_serve_graphs: LocalControlPlane, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(plane_without_serve_graphs.kubeconfig)
+    operator = OperatorUnderTest(
+        kubeconfig=plane_without_serve_graphs.kubeconfig, namespace=None, log_dir=tmp_path
+    )
+    try:
+        operator.wait_ready()
+        kubectl("apply", "-f", "-", input_text=MINI_CLUSTER)
+
+        def head_created() -> bool:
+            return bool(kubectl("get", "pods", "-l", "ray.io/cluster=mini", "-o", "name"))
+
+        wait_until(head_created, timeout=30, interval=0.2, what="the head Pod of mini")
+        log = operator.log()
+    finally:
+        operator.stop()
+    assert f"CustomResourceDefinition {SERVE_GRAPH_CRD} is not installed" in log
+    assert "watch:RayServeGraph" not in log
+    assert "watch:ConfigMap" not in log
+
+
+async def test_served_kinds_drops_only_the_missing_optional_kind_and_its_companions(
+    plane_without_serve_graphs: LocalControlPlane, control_plane: LocalControlPlane
+) -> None:
+    for plane, expected in (
+        (control_plane, list(WATCHED_KINDS)),
+        (
+            plane_without_serve_graphs,
+            [kind for kind in WATCHED_KINDS if kind not in (RAY_SERVE_GRAPH, CONFIG_MAP)],
+        ),
+    ):
+        api = await load_api_client(plane.kubeconfig)
+        try:
+            assert await served_kinds(KubeClient(api, metrics=Metrics()), WATCHED_KINDS) == expected
+        finally:
+            await api.close()
