@@ -89,9 +89,8 @@ async def test_a_pipeline_graph_becomes_ready_and_the_serve_proxy_answers_with_i
 ) -> None:
     artifacts.serve(GRAPH_PATH, document(pipeline_graph(factor=3)), token=TOKEN)
     status = await deploy_pipeline(harness, artifacts, ray_head, start_graph_operator)
-    await wait_for_pipeline_answer(
-        ray_head, "out=9", within=120
-    )  # (2 + 1) × 3, through pre → model → post
+    # (2 + 1) × 3, through pre → model → post
+    await wait_for_pipeline_answer(ray_head, "out=9", within=120)
 
     assert status["phase"] == "Ready"
     for kind in ("Fetched", "Parsed", "Deployed", "Ready"):
