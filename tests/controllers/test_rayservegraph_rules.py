@@ -12,12 +12,12 @@ from ray_operator.controllers.rayservegraph import (
     SPEC_HASH_ANNOTATION,
     GraphMemory,
     _cluster_operations,
-    _shown_url,
     refresh_request,
     retry_delay,
     service_name,
 )
 from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
+from ray_operator.servegraph.fetch import shown_url
 from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION
 
 EARLIER = "2026-11-23T21:00:00.000001Z"
@@ -108,7 +108,7 @@ def test_the_hash_annotation_is_added_with_the_map_when_there_is_none() -> None:
     ],
 )
 def test_the_status_shows_a_url_without_userinfo_query_or_fragment(url: str, shown: str) -> None:
-    assert _shown_url(url) == shown
+    assert shown_url(url) == shown
 
 
 def test_the_rayservice_is_named_after_the_graph_unless_the_spec_names_it() -> None:

@@ -52,7 +52,6 @@ import hashlib
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -199,7 +198,7 @@ class GraphMemory:
     parsed: ConditionState | None = None
     """`Parsed` as the last new document left it."""
     compiled: Compiled | None = None
-    spec_check: tuple[tuple[str, int, str], str | None] | None = None
+    spec_check: tuple[tuple[str, str], str | None] | None = None
     """((uid, generation, annotations digest), the spec's problem or None)."""
     cluster_part: tuple[tuple[str, int], JSON, str] | None = None
     """((uid, generation), the RayService's cluster fields as we build them, their hash)."""
@@ -307,14 +306,9 @@ class RayServeGraphController:
 
     def spec_problem(self, rsg: Object, memory: GraphMemory) -> str | None:
         """The webhook's rules, again (an object may predate the webhook or bypass it); checked
-        once per generation and annotations, not per reconcile."""
+        once per version of the object (its resourceVersion), as RayCluster validation is."""
         metadata = rsg["metadata"]
-        annotations = json.dumps(metadata.get("annotations") or {}, sort_keys=True)
-        check = (
-            str(metadata.get("uid", "")),
-            int(metadata.get("generation") or 0),
-            hashlib.sha256(annotations.encode()).hexdigest(),
-        )
+        check = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
         if memory.spec_check is not None and memory.spec_check[0] == check:
             return memory.spec_check[1]
         problems = validate_rayservegraph(rsg, limits=self._limits)
@@ -518,7 +512,7 @@ class RayServeGraphController:
             digest=artifact.digest,
             etag=artifact.etag,
             size=artifact.size,
-            url=_shown_url(artifact.url),
+            url=artifact.url,  # already without userinfo, query and fragment
             fetched_at=_timestamp(self._now()),
             graph=graph,
             rejection=rejection,
@@ -936,16 +930,6 @@ def _secret_value(secret: Object, reference: Object, *, field: str) -> bytes:
             f"key {key!r} of Secret {name} ({field}) is not valid base64",
             retryable=False,
         ) from None
-
-
-def _shown_url(url: str) -> str:
-    """The URL as the status shows it: no userinfo, query or fragment (where tokens hide)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _name(rsg: Object) -> str:

@@ -217,7 +217,7 @@ async def _fetch(
         allow_loopback=policy.allow_loopback,
         owns_inner=resolver is None,
     )
-    logger.debug("fetching the ServeGraph document from %s", _shown(url))
+    logger.debug("fetching the ServeGraph document from %s", shown_url(url))
     try:
         async with asyncio.timeout(request.timeout_seconds):
             async with _session(guard, ssl_context, request.timeout_seconds) as session:
@@ -300,13 +300,13 @@ async def _outcome(
     if response.content_length is not None and response.content_length > request.max_bytes:
         _too_large(request.max_bytes)
     body, digest = await _read_bounded(response.content, max_bytes=request.max_bytes)
-    logger.debug("fetched %d bytes from %s", len(body), _shown(url))
+    logger.debug("fetched %d bytes from %s", len(body), shown_url(url))
     return Artifact(
         body=body,
         digest=digest,
         etag=_etag(response, token=request.token),
         size=len(body),
-        url=_shown(url),
+        url=shown_url(url),
     )
 
 
@@ -580,6 +580,8 @@ def _show_origin(url: URL) -> str:
     return _show_host(_origin(url))
 
 
-def _shown(url: URL) -> str:
-    """The URL without userinfo, query and fragment."""
-    return str(url.with_user(None).with_query(None).with_fragment(None))
+def shown_url(url: str | URL) -> str:
+    """The URL without userinfo, query and fragment (where tokens hide): what logs and the
+    status show."""
+    parsed = url if isinstance(url, URL) else URL(url)
+    return str(parsed.with_user(None).with_query(None).with_fragment(None))
