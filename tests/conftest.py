@@ -1,8 +1,15 @@
-"""Fixtures for the whole suite: one real control plane per run, one namespace per test.
+"""Fixtures for the whole suite: real control planes, one namespace per test.
 
-The control plane is real (etcd + kube-apiserver + kube-scheduler + KWOK on loopback, see
-ray_operator.localcluster); the suite never mocks the API server. It has no garbage collector
-and no namespace controller, so tests clean up what they need gone explicitly.
+The control plane is real (etcd + kube-apiserver + kube-scheduler + kube-controller-manager +
+KWOK on loopback, see ray_operator.localcluster); the suite never mocks the API server.
+
+Two planes, each started once per run when first asked for:
+- `control_plane`: complete, with kube-controller-manager (garbage collector, Job and
+  Deployment controllers, ...), as a user's cluster has.
+- `control_plane_without_gc`: no kube-controller-manager. The operator promises to delete what
+  it owns explicitly, as KubeRay does (DESIGN.md); a test of that promise would pass on a plane
+  with a garbage collector even if the operator deleted nothing. A package or module proves it
+  by making `control_plane` this plane (see `tests/controllers/conftest.py`).
 """
 
 from __future__ import annotations
@@ -28,18 +35,21 @@ _namespace_numbers = itertools.count()
 
 
 def pytest_report_header() -> str:
-    return f"control plane: kube-apiserver {KUBERNETES_VERSION} (real, on 127.0.0.1) + KWOK"
+    return (
+        f"control plane: kube-apiserver {KUBERNETES_VERSION} (real, on 127.0.0.1), "
+        "kube-controller-manager (not for tests/controllers: they prove cleanup without GC), KWOK"
+    )
 
 
 @contextlib.contextmanager
-def running_control_plane() -> Iterator[LocalControlPlane]:
+def running_control_plane(*, controller_manager: bool = True) -> Iterator[LocalControlPlane]:
     """A started control plane with the ray.io CRDs installed, stopped and removed afterwards.
 
     Its directory is outside pytest's basetemp: pytest prunes old basetemps, and a second pytest
     run on the same machine would otherwise delete a running control plane's etcd data.
     """
     directory = Path(tempfile.mkdtemp(prefix="ray-operator-control-plane-"))
-    plane = LocalControlPlane(directory, ensure_binaries())
+    plane = LocalControlPlane(directory, ensure_binaries(), controller_manager=controller_manager)
     try:
         plane.start()
         install_crds(plane.kubeconfig)
@@ -51,8 +61,16 @@ def running_control_plane() -> Iterator[LocalControlPlane]:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[LocalControlPlane]:
-    """The control plane shared by the whole run."""
+    """The complete control plane (with kube-controller-manager) shared by the run."""
     with running_control_plane() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def control_plane_without_gc() -> Iterator[LocalControlPlane]:
+    """A control plane without kube-controller-manager: nothing deletes what the operator
+    leaves behind, and no Job controller writes the Jobs a test stages."""
+    with running_control_plane(controller_manager=False) as plane:
         yield plane
 
 
@@ -66,8 +84,8 @@ def kubectl(control_plane: LocalControlPlane) -> Kubectl:
 def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
     """A fresh namespace named after the test.
 
-    Not deleted afterwards: without a namespace controller a deleted namespace would only sit
-    in Terminating with everything still inside, so deleting buys nothing.
+    Not deleted afterwards: its objects are evidence when a test fails, and on the plane without
+    a namespace controller a deleted namespace would only sit in Terminating.
     """
     stem = request.node.name.lower().replace("_", "-")
     name = "".join(c for c in stem if c.isalnum() or c == "-")[:50].strip("-")

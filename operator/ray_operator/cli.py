@@ -66,7 +66,11 @@ def _build_parser() -> argparse.ArgumentParser:
     local = commands.add_parser("local-cluster", help="the embedded local control plane")
     local_commands = local.add_subparsers(required=True, metavar="ACTION")
     for action, handler, text in (
-        ("start", _local_start, "start etcd, kube-apiserver, kube-scheduler and KWOK"),
+        (
+            "start",
+            _local_start,
+            "start etcd, kube-apiserver, kube-scheduler, kube-controller-manager and KWOK",
+        ),
         ("stop", _local_stop, "stop every component"),
         ("status", _local_status, "tell whether it runs and where its kubeconfig is"),
     ):
@@ -238,10 +242,10 @@ def _local_status(args: argparse.Namespace) -> int:
         print(f"not running (nothing recorded in {control_plane.directory})")
         return 1
     for name, alive in control_plane.running_components().items():
-        print(f"{name:16} {'running' if alive else 'NOT RUNNING'}")
+        print(f"{name:24} {'running' if alive else 'NOT RUNNING'}")
     ready = control_plane.is_ready()
-    print(f"{'readyz':16} {'ok' if ready else 'not ready'}")
-    print(f"{'kubeconfig':16} {control_plane.kubeconfig}")
+    print(f"{'readyz':24} {'ok' if ready else 'not ready'}")
+    print(f"{'kubeconfig':24} {control_plane.kubeconfig}")
     return 0 if ready and all(control_plane.running_components().values()) else 1
 
 

@@ -3,6 +3,11 @@
 Each test gets its own namespace and its own operator replica (no leader election), so tests
 cannot see each other's objects. The harness talks to the real API server with kubectl and with
 a watch that remembers every Pod ever created, to count creates exactly.
+
+Every test here runs on the control plane WITHOUT a garbage collector (`control_plane` below):
+what the operator creates is gone after a deletion only if the operator deleted it, as it
+promises; and the Jobs, Deployments and Pods a test stages are written by nobody but the test
+and the operator.
 """
 
 from __future__ import annotations
@@ -157,6 +162,12 @@ def operator_settings(kubeconfig: Path, namespace: str) -> Settings:
         metrics_addr="127.0.0.1:0",
         max_concurrent_reconciles=4,
     )
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_without_gc: LocalControlPlane) -> LocalControlPlane:
+    """This package's plane: no garbage collector (see the module docstring)."""
+    return control_plane_without_gc
 
 
 @pytest.fixture

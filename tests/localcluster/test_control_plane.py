@@ -11,7 +11,7 @@ from pathlib import Path
 from ray_operator.localcluster.binaries import ensure_binaries
 from ray_operator.localcluster.controlplane import LocalControlPlane, _is_alive
 
-from tests.conftest import Kubectl
+from tests.conftest import REPO_ROOT, Kubectl
 
 POD = """
 apiVersion: v1
@@ -54,6 +54,94 @@ def test_deleted_pod_goes_away_without_a_kubelet(kubectl: Kubectl, namespace: st
     assert kubectl("get", "-n", namespace, "pods", "-o", "name") == ""
 
 
+def _owned_config_map_and_pod(kubectl: Kubectl, namespace: str) -> None:
+    kubectl("create", "configmap", "owner", "-n", namespace)
+    uid = kubectl("get", "configmap", "owner", "-n", namespace, "-o", "jsonpath={.metadata.uid}")
+    owned = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "hello",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+                ],
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+    )
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=owned)
+    kubectl("delete", "configmap", "owner", "-n", namespace)
+
+
+def test_the_garbage_collector_deletes_what_a_deleted_owner_owned(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    _owned_config_map_and_pod(kubectl, namespace)
+    kubectl("wait", "-n", namespace, "--for=delete", "pod/hello", "--timeout=60s")
+
+
+def test_the_plane_without_gc_leaves_what_a_deleted_owner_owned(
+    control_plane_without_gc: LocalControlPlane,
+) -> None:
+    kubectl = Kubectl(control_plane_without_gc.kubeconfig)
+    namespace = "no-gc-owner-check"
+    kubectl("create", "namespace", namespace)
+    _owned_config_map_and_pod(kubectl, namespace)
+    # Long enough for a garbage collector to have acted on the default plane many times over.
+    kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/hello", "--timeout=60s")
+    completed = kubectl.run("wait", "-n", namespace, "--for=delete", "pod/hello", "--timeout=5s")
+    assert completed.returncode != 0, "the Pod went away on a plane without a garbage collector"
+    assert "kube-controller-manager" not in control_plane_without_gc.running_components()
+
+
+def test_a_jobs_pod_runs_and_completes_the_job(kubectl: Kubectl, namespace: str) -> None:
+    kubectl("create", "job", "hello", "-n", namespace, "--image=busybox", "--", "true")
+    kubectl("wait", "-n", namespace, "--for=condition=Complete", "job/hello", "--timeout=90s")
+
+
+def test_a_deployment_gets_its_pods(kubectl: Kubectl, namespace: str) -> None:
+    kubectl("create", "deployment", "redis", "-n", namespace, "--image=redis", "--replicas=2")
+    kubectl(
+        "wait", "-n", namespace, "--for=condition=Available", "deployment/redis", "--timeout=90s"
+    )
+
+
+def test_the_complete_samples_claim_binds_a_local_volume_and_its_pods_run(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    sample = REPO_ROOT / "samples" / "ray-cluster.complete.yaml"
+    claim = next(
+        document
+        for document in sample.read_text().split("\n---\n")
+        if "kind: PersistentVolumeClaim" in document
+    )
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=claim)
+    kubectl(
+        "wait",
+        "-n",
+        namespace,
+        "--for=jsonpath={.status.phase}=Bound",
+        "pvc/ray-shared-data",
+        "--timeout=60s",
+    )
+    uses_claim = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "hello"},
+            "spec": {
+                "containers": [{"name": "main", "image": "busybox"}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "ray-shared-data"}}
+                ],
+            },
+        }
+    )
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=uses_claim)
+    kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/hello", "--timeout=60s")
+
+
 def test_second_lookup_reuses_the_built_binaries_without_rebuilding() -> None:
     progress = io.StringIO()
     ensure_binaries(progress=progress)
@@ -86,11 +174,18 @@ def test_cli_start_status_stop_leaves_no_process_behind(tmp_path: Path) -> None:
             [*cli, "status", "--dir", str(state_dir)], capture_output=True, text=True, timeout=30
         )
         assert status.returncode == 0, status.stdout
-        assert "readyz           ok" in status.stdout
+        assert "readyz                   ok" in status.stdout
         recorded = LocalControlPlane(state_dir)
         recorded.load_state()
         components = dict(recorded._processes)
-        assert set(components) == {"etcd", "kube-apiserver", "kube-scheduler", "kwok"}
+        assert set(components) == {
+            "etcd",
+            "kube-apiserver",
+            "kube-scheduler",
+            "kube-controller-manager",
+            "kwok",
+        }
+        assert "kube-controller-manager  running" in status.stdout
     finally:
         subprocess.run([*cli, "stop", "--dir", str(state_dir)], timeout=60, check=True)
     assert not any(_is_alive(process) for process in components.values())

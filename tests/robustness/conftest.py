@@ -3,7 +3,11 @@
 Each test starts `ray-operator run` (the real command and controllers, no leader election) for
 its own namespace. Afterwards every RayCluster of the namespace is deleted, the operator gets a
 bounded time to delete their Pods, then it is stopped and whatever Pods remain are deleted with
-one delete-collection (namespaces are never deleted: there is no namespace controller).
+one delete-collection (namespaces are never deleted: their objects are evidence).
+
+These tests run on the control plane without a garbage collector (`control_plane` below): a
+hostile cluster's Pods are gone after its deletion only because the operator deleted them, in
+bounded batches, and no other controller competes for the API server while health is measured.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ WEBHOOK_CONFIGURATIONS = (
     ("validatingwebhookconfiguration", "ray-operator-validating-webhook-configuration"),
     ("mutatingwebhookconfiguration", "ray-operator-mutating-webhook-configuration"),
 )
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_without_gc: LocalControlPlane) -> LocalControlPlane:
+    """This package's plane: no garbage collector (see the module docstring)."""
+    return control_plane_without_gc
 
 
 class StartOperator(Protocol):

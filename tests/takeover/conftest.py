@@ -74,8 +74,9 @@ class TakeoverRun:
 
 @pytest.fixture(scope="package")
 def control_plane() -> Iterator[LocalControlPlane]:
-    """A control plane for this package alone: what KubeRay left, and nothing else."""
-    with running_control_plane() as plane:
+    """A control plane for this package alone: what KubeRay left, and nothing else (no
+    controller-manager either: no Job or garbage controller touches what KubeRay left)."""
+    with running_control_plane(controller_manager=False) as plane:
         yield plane
 
 

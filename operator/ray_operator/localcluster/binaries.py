@@ -4,12 +4,12 @@ The envtest convention comes first: when ``KUBEBUILDER_ASSETS`` names a folder h
 binary, that binary is used. Otherwise each binary is built from the Go module proxy at a
 pinned version into ``~/.cache/ray-operator/bin/<name>/<version>/`` and reused from there.
 
-kube-apiserver and kube-scheduler cannot be ``go install``-ed: k8s.io/kubernetes requires its
-staging modules at ``v0.0.0`` and points them at ``./staging`` with replace directives, which
-only work inside its own repository. So we write a tiny wrapper module that requires
-k8s.io/kubernetes and replaces each staging module with its published ``v0.<minor>.<patch>``
-tag. etcd's server module carries replace directives too, so it also gets a wrapper module
-(kept apart from the Kubernetes one: they pin different grpc/otel versions).
+kube-apiserver, kube-scheduler and kube-controller-manager cannot be ``go install``-ed:
+k8s.io/kubernetes requires its staging modules at ``v0.0.0`` and points them at ``./staging``
+with replace directives, which only work inside its own repository. So we write a tiny wrapper
+module that requires k8s.io/kubernetes and replaces each staging module with its published
+``v0.<minor>.<patch>`` tag. etcd's server module carries replace directives too, so it also gets
+a wrapper module (kept apart from the Kubernetes one: they pin different grpc/otel versions).
 
 This module uses only the standard library, so it can run before the virtualenv exists.
 """
@@ -47,6 +47,7 @@ class ControlPlaneBinaries:
     etcd: Path
     kube_apiserver: Path
     kube_scheduler: Path
+    kube_controller_manager: Path
     kwok: Path
 
 
@@ -68,6 +69,7 @@ def ensure_binaries(
         ("etcd", ETCD_VERSION, _build_etcd),
         ("kube-apiserver", KUBERNETES_VERSION, _build_kubernetes_command),
         ("kube-scheduler", KUBERNETES_VERSION, _build_kubernetes_command),
+        ("kube-controller-manager", KUBERNETES_VERSION, _build_kubernetes_command),
         ("kwok", KWOK_VERSION, _build_kwok),
     )
     paths: dict[str, Path] = {}
@@ -94,6 +96,7 @@ def ensure_binaries(
         etcd=paths["etcd"],
         kube_apiserver=paths["kube-apiserver"],
         kube_scheduler=paths["kube-scheduler"],
+        kube_controller_manager=paths["kube-controller-manager"],
         kwok=paths["kwok"],
     )
 

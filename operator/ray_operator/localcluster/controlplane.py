@@ -1,9 +1,12 @@
-"""Start, stop and inspect a local control plane: etcd, kube-apiserver, kube-scheduler, KWOK.
+"""Start, stop and inspect a local control plane: etcd, kube-apiserver, kube-scheduler,
+kube-controller-manager and KWOK.
 
 Everything listens on 127.0.0.1 with certificates generated per directory. KWOK plays the
-kubelet for one fake Node, so scheduled Pods become Running and Ready with an IP. There is no
-kube-controller-manager: no garbage collector, no ServiceAccount or namespace controllers —
-code under test must not lean on them (DESIGN.md).
+kubelet for one fake Node, so scheduled Pods become Running and Ready with an IP (Pods of Jobs
+complete at once). kube-controller-manager runs the controllers a user's cluster has and a fake
+node can serve (`CONTROLLERS`): garbage collection, Jobs, Deployments, namespaces, service
+accounts, PersistentVolume binding. `controller_manager=False` leaves it out, for tests that
+prove the operator cleans up after itself where no garbage collector runs (DESIGN.md).
 
 A control plane lives in a directory holding its certificates, kubeconfig, logs and a
 ``state.json`` with process ids and ports, so a later ``stop`` or ``status`` (another
@@ -36,8 +39,34 @@ SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/16"
 # KWOK's default Pod CIDR overlaps the service range above; keep Pod IPs apart.
 POD_CIDR = "10.244.0.1/16"
 FAKE_NODE_NAME = "kwok-node-0"
+# Enough for the samples' claims (the largest asks 50Gi); hostPath capacity is not enforced.
+LOCAL_VOLUMES = 4
+LOCAL_VOLUME_SIZE = "1Ti"
 CERT_VALIDITY = datetime.timedelta(days=365)
 STARTUP_TIMEOUT_SECONDS = 120.0
+# What a fake node can serve. Left out: node lifecycle (it would evict Pods whenever KWOK's
+# heartbeat lags on a loaded machine), Pod GC (it deletes Pods bound to Nodes that do not exist,
+# which tests bind on purpose), IPAM, routes, cloud and load balancers (no cloud here), and the
+# publishers that would add a ConfigMap to every namespace for a kubelet that never reads it.
+CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "job-controller",
+    "cronjob-controller",
+    "ttl-after-finished-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "disruption-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "endpointslice-controller",
+    "clusterrole-aggregation-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+)
 STOP_TIMEOUT_SECONDS = 15.0
 
 
@@ -58,6 +87,8 @@ class Ports:
     apiserver: int
     scheduler: int
     kwok: int
+    # Default for a state.json written before the controller-manager joined.
+    controller_manager: int = 0
 
 
 @dataclasses.dataclass
@@ -73,11 +104,22 @@ class ComponentProcess:
 
 
 class LocalControlPlane:
-    """One control plane rooted in ``directory``; start() it, use ``kubeconfig``, stop() it."""
+    """One control plane rooted in ``directory``; start() it, use ``kubeconfig``, stop() it.
 
-    def __init__(self, directory: Path, binaries: ControlPlaneBinaries | None = None) -> None:
+    ``controller_manager=False`` starts no kube-controller-manager: no garbage collector, no Job,
+    Deployment or namespace controllers.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        binaries: ControlPlaneBinaries | None = None,
+        *,
+        controller_manager: bool = True,
+    ) -> None:
         self.directory = directory.resolve()
         self._binaries = binaries
+        self._with_controller_manager = controller_manager
         self._processes: dict[str, ComponentProcess] = {}
         self._ports: Ports | None = None
 
@@ -134,6 +176,9 @@ class LocalControlPlane:
         self.wait_until_ready()
         self._register_fake_node()
         self._launch("kube-scheduler", self._scheduler_command(binaries))
+        if self._with_controller_manager:
+            self._launch("kube-controller-manager", self._controller_manager_command(binaries))
+            self._register_local_volumes()
         self._launch("kwok", self._kwok_command(binaries))
 
     def stop(self) -> None:
@@ -253,9 +298,10 @@ class LocalControlPlane:
             "--v=0",
         ]
 
-    def _scheduler_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+    def _client_component_flags(self, *, port: int, cert_dir: str) -> list[str]:
+        """What kube-scheduler and kube-controller-manager share: the admin kubeconfig, no
+        leader election, a loopback secure port with its own self-signed certificate."""
         return [
-            str(binaries.kube_scheduler),
             f"--kubeconfig={self.kubeconfig}",
             f"--authentication-kubeconfig={self.kubeconfig}",
             f"--authorization-kubeconfig={self.kubeconfig}",
@@ -263,12 +309,35 @@ class LocalControlPlane:
             # No front-proxy CA is configured; do not keep asking kube-system for one.
             "--authentication-skip-lookup=true",
             "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports.scheduler}",
-            f"--cert-dir={self.directory / 'scheduler-certs'}",
-            # The default client rate (50 qps) makes binding thousands of Pods crawl.
+            f"--secure-port={port}",
+            f"--cert-dir={self.directory / cert_dir}",
+            # The default client rates (50 and 20 qps) make binding or collecting thousands of
+            # Pods crawl.
             "--kube-api-qps=1000",
             "--kube-api-burst=2000",
             "--v=0",
+        ]
+
+    def _scheduler_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        return [
+            str(binaries.kube_scheduler),
+            *self._client_component_flags(port=self.ports.scheduler, cert_dir="scheduler-certs"),
+        ]
+
+    def _controller_manager_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        pki_dir = self._pki_dir
+        return [
+            str(binaries.kube_controller_manager),
+            *self._client_component_flags(
+                port=self.ports.controller_manager, cert_dir="controller-manager-certs"
+            ),
+            f"--controllers={','.join(CONTROLLERS)}",
+            # The token controller signs ServiceAccount tokens with the API server's key pair.
+            f"--service-account-private-key-file={pki_dir / 'sa.key'}",
+            f"--root-ca-file={pki_dir / 'ca.crt'}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # One admin identity: no per-controller ServiceAccounts to wait for.
+            "--use-service-account-credentials=false",
         ]
 
     def _kwok_command(self, binaries: ControlPlaneBinaries) -> list[str]:
@@ -402,6 +471,16 @@ class LocalControlPlane:
     def _register_fake_node(self) -> None:
         self._post_json("/api/v1/nodes", fake_node_manifest(FAKE_NODE_NAME))
 
+    def _register_local_volumes(self) -> None:
+        """PersistentVolumes for claims without a StorageClass (the samples' shared data), so
+        their Pods get scheduled: the binder binds each to one claim; no provisioner runs."""
+        for number in range(LOCAL_VOLUMES):
+            path = self.directory / "volumes" / f"pv-{number}"
+            path.mkdir(parents=True, exist_ok=True)
+            self._post_json(
+                "/api/v1/persistentvolumes", local_volume_manifest(f"local-pv-{number}", path)
+            )
+
 
 def build_kubeconfig(
     *, server: str, ca_pem: bytes, client_cert_pem: bytes, client_key_pem: bytes, user: str
@@ -432,6 +511,23 @@ def build_kubeconfig(
         ],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         "current-context": "local",
+    }
+
+
+def local_volume_manifest(name: str, path: Path) -> dict[str, Any]:
+    """A hostPath PersistentVolume any claim without a StorageClass can bind (every access mode:
+    one fake node, so ReadWriteMany holds)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"ray-operator.io/local-volume": "true"}},
+        "spec": {
+            "capacity": {"storage": LOCAL_VOLUME_SIZE},
+            "accessModes": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": str(path), "type": "DirectoryOrCreate"},
+        },
     }
 
 
@@ -481,7 +577,7 @@ def fake_node_manifest(name: str) -> dict[str, Any]:
 def _pick_ports() -> Ports:
     """Free loopback ports, held open together so no two are the same."""
     sockets = []
-    for _ in range(5):
+    for _ in range(len(dataclasses.fields(Ports))):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         sockets.append(s)
