@@ -2120,6 +2120,10 @@ class RayJobStatus(BaseModel):
     """
     The metadata.generation this status describes.
     """
+    conditions: list[Condition] | None = None
+    """
+    Observations of the job (an addition of ray-operator; KubeRay's RayJob has none): DashboardReachable, False with the cause (DNSFailure, ConnectionRefused, Timeout, ServerError, Unauthorized, ...) while the cluster's dashboard cannot be reached.
+    """
 
 
 class Service(BaseModel):

@@ -3,7 +3,8 @@
 The operator under test is pointed at the proxy (a `StaticResolver` entry) instead of the head:
 every request it makes reaches the real Ray dashboard unchanged (method, path, query, body, the
 auth headers), and the proxy keeps `(method, path)` of each, so a test can prove what the
-operator did NOT ask, e.g. that it never POSTed a job submission. Nothing is answered by the proxy.
+operator did NOT ask, e.g. that it never POSTed a job submission. Nothing is answered by the proxy,
+except a failure status while a test sets `failing_with` (a dashboard behind a broken proxy).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class CountingDashboard:
         self.url = ""
         self.requests: list[tuple[str, str]] = []
         """(method, path) of every request, in arrival order."""
+        self.failing_with: int | None = None
+        """An HTTP status to answer with instead of forwarding (a broken dashboard); None:
+        forward."""
 
     def count(self, method: str, path_prefix: str) -> int:
         """How many `method` requests had a path starting with `path_prefix`."""
@@ -53,6 +57,8 @@ class CountingDashboard:
     async def _forward(self, request: web.Request) -> web.Response:
         assert self._session is not None
         self.requests.append((request.method, request.path))
+        if self.failing_with is not None:
+            return web.Response(status=self.failing_with, text="failing on purpose")
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
         async with self._session.request(
             request.method,

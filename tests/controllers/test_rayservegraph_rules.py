@@ -17,8 +17,8 @@ from ray_operator.controllers.rayservegraph import (
     service_name,
 )
 from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
-from ray_operator.servegraph.fetch import shown_url
 from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION
+from ray_operator.urls import shown_url
 
 EARLIER = "2026-11-23T21:00:00.000001Z"
 LATER = "2026-11-23T21:00:00.500000Z"

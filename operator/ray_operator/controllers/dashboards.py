@@ -9,12 +9,18 @@ A dashboard that failed to answer is not asked again for a while (1s, doubling u
 cluster): a reconcile that would only wait for the same timeout again fails at once and requeues,
 so a dead dashboard costs the shared reconcile workers almost nothing and never delays other
 objects. The token is read per reconcile, kept only in the client, and never logged.
+
+`report_reachability` tells the user when a dashboard cannot be reached, and why: the
+`DashboardReachable` condition (`status/dashboard_reachability.py`), plus a Warning Event and a
+WARNING log line only when the cause changes (DEBUG while it stays), and a Normal Event once it
+answers again.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -29,15 +35,29 @@ from ray_operator.dashboard.client import (
     DashboardOptions,
     check_serve_proxy,
 )
-from ray_operator.dashboard.errors import DashboardUnavailable
+from ray_operator.dashboard.errors import (
+    NO_ADDRESS,
+    UNAUTHORIZED,
+    DashboardCoolingDown,
+    DashboardError,
+    DashboardUnavailable,
+)
 from ray_operator.dashboard.resolver import DashboardResolver, InClusterResolver
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
+from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import SECRET
+from ray_operator.status.dashboard_reachability import (
+    Reachability,
+    cause_changed,
+    with_reachability,
+)
+from ray_operator.urls import shown_url
 
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
+JSON = dict[str, Any]
 
 INITIAL_COOLDOWN = 1.0
 MAX_COOLDOWN = 30.0
@@ -65,6 +85,8 @@ class DashboardAccess:
         self.options = options or DashboardOptions()
         self._clock = clock
         self._failures: dict[str, _Failures] = {}
+        # `<namespace>/<name>` of a RayJob or RayService -> the cause last told (None: answered).
+        self._told: dict[str, str | None] = {}
 
     @contextlib.asynccontextmanager
     async def open(self, cluster: Object) -> AsyncIterator[DashboardClient]:
@@ -72,21 +94,74 @@ class DashboardAccess:
         key = _cluster_key(cluster)
         failures = self._failures.get(key)
         if failures is not None and self._clock() < failures.until:
-            raise DashboardUnavailable(
+            raise DashboardCoolingDown(
                 f"dashboard of RayCluster {key} failed {failures.count} time(s) in a row; "
                 f"not asking again for {failures.until - self._clock():.1f}s"
             )
         url = self.resolver.dashboard_url(cluster)
         if not url:
-            raise DashboardUnavailable(f"no dashboard address known for RayCluster {key}")
+            raise DashboardUnavailable(
+                f"no dashboard address known for RayCluster {key}", cause=NO_ADDRESS
+            )
         endpoint = DashboardEndpoint(url, token=await self._token(cluster))
         async with DashboardClient(endpoint, options=self.options) as dashboard:
             try:
                 yield dashboard
-            except DashboardUnavailable:
-                self._failed(key)
+            except DashboardError as error:
+                # Unreachable, 5xx or refused credentials: asking again at once would only fail
+                # again. A job it does not know or an odd answer is an answer: no cool-down.
+                if error.unreachable_cause is not None:
+                    self._failed(key)
                 raise
             self._failures.pop(key, None)
+
+    def reachability(self, cluster: Object, error: DashboardError | None) -> Reachability | None:
+        """What a check of `cluster`'s dashboard found; None when it learnt nothing (the
+        dashboard was cooling down, or answered with something we could not use)."""
+        url = shown_url(self.resolver.dashboard_url(cluster) or "")
+        if error is None:
+            return Reachability(url=url, cause=None)
+        cause = error.unreachable_cause
+        if cause is None:
+            return None
+        return Reachability(url=url, cause=cause, detail=str(error))
+
+    async def report_reachability(
+        self,
+        owner: Object,
+        status: JSON,
+        found: Reachability | None,
+        *,
+        events: EventRecorder,
+        now: datetime.datetime,
+    ) -> JSON:
+        """`status` with the `DashboardReachable` condition for `found`; an Event and a log
+        line at INFO or above only when the cause changed since the condition last said."""
+        if found is None:
+            return status
+        key = _owner_key(owner)
+        what = f"{owner['kind']} {key}"
+        # The condition remembers across restarts; this memory covers a status write that
+        # failed after the Event went out (a Conflict, then a retry from the same cache).
+        already_told = key in self._told and self._told[key] == found.cause
+        self._told[key] = found.cause
+        if already_told or not cause_changed(status, found):
+            if found.cause is not None:
+                logger.debug("%s: %s", what, found.message)
+        elif found.cause is not None:
+            logger.warning("%s: %s", what, found.message)
+            await events.record(
+                owner, reason="DashboardUnreachable", message=found.message, type="Warning"
+            )
+        else:
+            logger.info("%s: %s", what, found.message)
+            await events.record(owner, reason="DashboardReachable", message=found.message)
+        generation = int(owner["metadata"].get("generation") or 0)
+        return with_reachability(status, found, now=now, generation=generation)
+
+    def forget_owner(self, namespace: str, name: str) -> None:
+        """Drop what was reported for a RayJob or RayService that is gone."""
+        self._told.pop(f"{namespace}/{name}", None)
 
     def cooldown_remaining(self, cluster: Object) -> float:
         """Seconds before the dashboard of `cluster` is asked again (0: now)."""
@@ -117,15 +192,21 @@ class DashboardAccess:
             secret = await self._client.get(SECRET, secret_name, namespace=metadata["namespace"])
         except NotFound as error:
             raise DashboardUnavailable(
-                f"Ray auth Secret {metadata['namespace']}/{secret_name} not found"
+                f"Ray auth Secret {metadata['namespace']}/{secret_name} not found",
+                cause=UNAUTHORIZED,
             ) from error
         encoded = (secret.get("data") or {}).get(names.AUTH_TOKEN_SECRET_KEY)
         if not encoded:
             raise DashboardUnavailable(
                 f"Ray auth Secret {metadata['namespace']}/{secret_name} has no "
-                f"{names.AUTH_TOKEN_SECRET_KEY!r} key"
+                f"{names.AUTH_TOKEN_SECRET_KEY!r} key",
+                cause=UNAUTHORIZED,
             )
         return base64.b64decode(encoded).decode().strip()
+
+
+def _owner_key(owner: Object) -> str:
+    return _cluster_key(owner)
 
 
 def _cluster_key(cluster: Object) -> str:

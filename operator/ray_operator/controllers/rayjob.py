@@ -128,6 +128,7 @@ class RayJobController:
         rayjob = self._store.get(RAY_JOB, key.namespace, key.name)
         if rayjob is None:
             self._missing_cluster_reported.pop((key.namespace, key.name), None)
+            self._dashboards.forget_owner(key.namespace, key.name)
             return Result()
         if (rayjob.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY:
             return Result()  # MultiKueue (or another controller) runs this one.
@@ -323,27 +324,47 @@ class RayJobController:
     ) -> Step:
         job_id = str(status.get("jobId") or "")
         try:
-            async with self._dashboards.open(cluster) as ray:
-                try:
-                    info = await ray.get_job(job_id)
-                except JobNotFound:
-                    # HTTPMode: the head does not know this id (never submitted, or a head
-                    # restarted without GCS fault tolerance lost it). KubeRay submits it then,
-                    # under the same id (`reconcileHTTPModeJobNotFound`), and so do we: a taken-
-                    # over RayJob whose job the head still has is followed, never resubmitted,
-                    # and Ray itself refuses a second job with an id it already holds.
-                    if rules.submission_mode(rayjob) == "HTTPMode":
-                        await self.submit(rayjob, ray.submit_job, job_id=job_id)
-                        new = dict(status)
-                        new.pop("jobStatusCheckFailureStartTime", None)
-                        return Step(new, requeue_after=1.0)
-                    if finished_at is not None:
-                        return Step(rules.missing_job_after_submitter(status))
-                    return Step(None)
+            step = await self.ask_dashboard_about_job(
+                rayjob, status, cluster, job_id=job_id, finished_at=finished_at
+            )
         except DashboardError as error:
-            logger.info("dashboard of %s: %s", cluster["metadata"]["name"], error)
+            found = self._dashboards.reachability(cluster, error)
+            new = await self._dashboards.report_reachability(
+                rayjob, status, found, events=self._events, now=self._now()
+            )
             wait = max(REQUEUE_SECONDS, self._dashboards.cooldown_remaining(cluster))
-            return Step(rules.status_check_failed(status, now=self._now()), requeue_after=wait)
+            return Step(rules.status_check_failed(new, now=self._now()), requeue_after=wait)
+        found = self._dashboards.reachability(cluster, None)
+        base = status if step.status is None else step.status
+        new = await self._dashboards.report_reachability(
+            rayjob, base, found, events=self._events, now=self._now()
+        )
+        if step.status is None and new == status:
+            return step
+        return Step(new, requeue_after=step.requeue_after)
+
+    async def ask_dashboard_about_job(
+        self, rayjob: Object, status: JSON, cluster: Object, *, job_id: str, finished_at: str | None
+    ) -> Step:
+        """The next status from the dashboard's view of the job (HTTPMode: submit it when the
+        head does not know it); raises `DashboardError` when the dashboard cannot tell."""
+        async with self._dashboards.open(cluster) as ray:
+            try:
+                info = await ray.get_job(job_id)
+            except JobNotFound:
+                # HTTPMode: the head does not know this id (never submitted, or a head
+                # restarted without GCS fault tolerance lost it). KubeRay submits it then,
+                # under the same id (`reconcileHTTPModeJobNotFound`), and so do we: a taken-
+                # over RayJob whose job the head still has is followed, never resubmitted,
+                # and Ray itself refuses a second job with an id it already holds.
+                if rules.submission_mode(rayjob) == "HTTPMode":
+                    await self.submit(rayjob, ray.submit_job, job_id=job_id)
+                    new = dict(status)
+                    new.pop("jobStatusCheckFailureStartTime", None)
+                    return Step(new, requeue_after=1.0)
+                if finished_at is not None:
+                    return Step(rules.missing_job_after_submitter(status))
+                return Step(None)
         new = rules.with_job_info(
             rayjob, status, info=info, submitter_finished=finished_at is not None
         )

@@ -67,6 +67,7 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayservice as rules
+from ray_operator.status.dashboard_reachability import Reachability
 from ray_operator.status.deployed_serve_config import serve_config_deployed
 from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
@@ -142,6 +143,7 @@ class RayServiceController:
         if cached is None:
             self._serve_configs.pop(key, None)
             self._spec_readings.pop(key, None)
+            self._dashboards.forget_owner(key.namespace, key.name)
             return Result()
         # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
         rayservice = default_rayservice(cached)
@@ -173,12 +175,20 @@ class RayServiceController:
         active_ready, pending_ready = False, False
         active_apps: Mapping[str, ServeApplicationStatus] | None = None
         pending_apps: Mapping[str, ServeApplicationStatus] | None = None
+        checked: Object | None = None  # the cluster whose dashboard this reconcile asked
+        reachability: Reachability | None = None
         if pending is not None:
-            pending_ready, pending_apps = await self.reconcile_serve(rayservice, pending, spec)
+            checked = pending
+            pending_ready, pending_apps, reachability = await self.reconcile_serve(
+                rayservice, pending, spec
+            )
         elif active is not None and not rules.needs_new_cluster(
             rayservice, goal_hash=goal_hash, active=active, pending=None
         ):
-            active_ready, active_apps = await self.reconcile_serve(rayservice, active, spec)
+            checked = active
+            active_ready, active_apps, reachability = await self.reconcile_serve(
+                rayservice, active, spec
+            )
         serving = pending if pending_ready else active if active_ready else None
         services_point_to = self._services_point_to(rayservice)
         if serving is not None:
@@ -208,9 +218,14 @@ class RayServiceController:
             initializing_timeout=rules.initializing_timeout(rayservice),
         )
         new = rules.compute_status(status, observed, now=self._now())
+        new = await self._dashboards.report_reachability(
+            rayservice, new, reachability, events=self._events, now=self._now()
+        )
         await self.report_initializing_timeout(rayservice, status, new)
         await self.write_status(rayservice, stored, new)
-        return Result(requeue_after=REQUEUE_SECONDS)
+        # While the dashboard cannot be reached, look again only when it may be asked again.
+        cooldown = 0.0 if checked is None else self._dashboards.cooldown_remaining(checked)
+        return Result(requeue_after=max(REQUEUE_SECONDS, cooldown))
 
     # --- suspend and the initializing timeout --------------------------------------------------
 
@@ -421,10 +436,11 @@ class RayServiceController:
         rayservice: Object,
         cluster: Object,
         spec: SpecReading,
-    ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None]:
-        """PUT the Serve config when needed; whether all apps run, and their statuses."""
+    ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None, Reachability | None]:
+        """PUT the Serve config when needed; whether all apps run, their statuses, and what
+        asking the dashboard showed of its reachability (None: not asked)."""
         if not _head_pod_ready(cluster):
-            return False, None
+            return False, None, None
         key = ObjectKey.of(rayservice)
         name = cluster["metadata"]["name"]
         current = spec.serve_config_hash
@@ -447,9 +463,9 @@ class RayServiceController:
                     )
                     apps = await ray.serve_applications()
         except DashboardError as error:
-            logger.info("Serve on RayCluster %s: %s", name, error)
-            return False, None
-        return rules.apps_ready(apps), apps
+            logger.debug("Serve on RayCluster %s: %s", name, error)
+            return False, None, self._dashboards.reachability(cluster, error)
+        return rules.apps_ready(apps), apps, self._dashboards.reachability(cluster, None)
 
     def _serve_config_of(
         self, rayservice: Object, cluster_name: str, *, details: ServeDetails, spec: SpecReading
@@ -462,7 +478,8 @@ class RayServiceController:
             return recorded
         deployed, reason = serve_config_deployed(spec.serve_config, details)
         if not deployed:
-            logger.info(
+            # Asked every poll until the config is PUT: DEBUG, or it floods the log.
+            logger.debug(
                 "Serve config on RayCluster %s not known to be current: %s", cluster_name, reason
             )
             return None

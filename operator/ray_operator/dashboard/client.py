@@ -28,6 +28,9 @@ from urllib.parse import quote
 import aiohttp
 
 from ray_operator.dashboard.errors import (
+    CONNECTION_FAILED,
+    CONNECTION_REFUSED,
+    DNS_FAILURE,
     DashboardBadResponse,
     DashboardError,
     DashboardHTTPError,
@@ -221,7 +224,9 @@ class DashboardClient:
             raise DashboardTimeout(f"{what}: no answer within {seconds:g}s") from error
         except aiohttp.ClientError as error:
             # aiohttp's messages name host and port, never headers: safe to show.
-            raise DashboardUnavailable(f"{what}: {type(error).__name__}: {error}") from error
+            raise DashboardUnavailable(
+                f"{what}: {type(error).__name__}: {error}", cause=connection_cause(error)
+            ) from error
         text = data.decode("utf-8", errors="replace")
         if status >= 400:
             raise _http_error(status, text, what=what, not_found=not_found)
@@ -246,6 +251,17 @@ class DashboardClient:
             headers["Authorization"] = f"Bearer {token}"
             headers["X-Ray-Authorization"] = f"Bearer {token}"
         return headers
+
+
+def connection_cause(error: aiohttp.ClientError) -> str:
+    """The unreachable cause of a failed connection: DNS, refused, or anything else."""
+    if isinstance(error, aiohttp.ClientConnectorDNSError):
+        return DNS_FAILURE
+    if isinstance(error, aiohttp.ClientConnectorError) and isinstance(
+        error.os_error, ConnectionRefusedError
+    ):
+        return CONNECTION_REFUSED
+    return CONNECTION_FAILED
 
 
 async def check_serve_proxy(

@@ -9,9 +9,12 @@
     │   └── SubmissionIdInUse        a submit whose submission id already exists
     └── DashboardBadResponse         an answer we cannot use: too large, not JSON, wrong shape
 
-Each carries a short CamelCase `reason` (for Events and status messages). Messages name the
-request (method and path) and at most a short excerpt of Ray's answer — never request headers,
-so the bearer token can never leak into logs, Events, status or tracebacks.
+Each carries a short CamelCase `reason` (for Events and status messages) and, when the dashboard
+could not be used at all, an `unreachable_cause` (`DNSFailure`, `ConnectionRefused`, `Timeout`,
+`ServerError`, `Unauthorized`, `ConnectionFailed`, `NoAddress`) that the controllers put in a
+condition and compare to report each change of cause once. Messages name the request (method and
+path) and at most a short excerpt of Ray's answer — never request headers, so the bearer token
+can never leak into logs, Events, status or tracebacks.
 """
 
 from __future__ import annotations
@@ -26,10 +29,25 @@ def excerpt(text: str, limit: int = MAX_EXCERPT) -> str:
     return text if len(text) <= limit else text[:limit] + "…(truncated)"
 
 
+DNS_FAILURE = "DNSFailure"
+CONNECTION_REFUSED = "ConnectionRefused"
+CONNECTION_FAILED = "ConnectionFailed"
+TIMEOUT = "Timeout"
+SERVER_ERROR = "ServerError"
+UNAUTHORIZED = "Unauthorized"
+NO_ADDRESS = "NoAddress"
+
+
 class DashboardError(Exception):
     """Anything that went wrong talking to a Ray dashboard."""
 
     reason = "DashboardError"
+
+    @property
+    def unreachable_cause(self) -> str | None:
+        """Why the dashboard could not be used at all; None when it answered (a job it does not
+        know, an answer we cannot use) or when nobody asked it (a cool-down)."""
+        return None
 
 
 class DashboardUnavailable(DashboardError):  # noqa: N818
@@ -37,11 +55,32 @@ class DashboardUnavailable(DashboardError):  # noqa: N818
 
     reason = "DashboardUnavailable"
 
+    def __init__(self, message: str, *, cause: str = CONNECTION_FAILED) -> None:
+        super().__init__(message)
+        self._cause = cause
+
+    @property
+    def unreachable_cause(self) -> str | None:
+        return self._cause
+
+
+class DashboardCoolingDown(DashboardUnavailable):
+    """Not asked: the dashboard failed just before and is left alone for a while."""
+
+    reason = "DashboardCoolingDown"
+
+    @property
+    def unreachable_cause(self) -> str | None:
+        return None
+
 
 class DashboardTimeout(DashboardUnavailable):
     """The dashboard did not answer within the timeout."""
 
     reason = "DashboardTimeout"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, cause=TIMEOUT)
 
 
 class DashboardHTTPError(DashboardError):
@@ -53,11 +92,20 @@ class DashboardHTTPError(DashboardError):
         super().__init__(message)
         self.status = status
 
+    @property
+    def unreachable_cause(self) -> str | None:
+        # A 5xx is a dashboard (or a proxy before it) that cannot serve; a 4xx is an answer.
+        return SERVER_ERROR if self.status >= 500 else None
+
 
 class DashboardUnauthorized(DashboardHTTPError):  # noqa: N818
     """401/403: Ray token authentication refused the request."""
 
     reason = "DashboardUnauthorized"
+
+    @property
+    def unreachable_cause(self) -> str | None:
+        return UNAUTHORIZED
 
 
 class JobNotFound(DashboardHTTPError):  # noqa: N818

@@ -40,6 +40,7 @@ from yarl import URL
 
 from ray_operator.servegraph import addresses
 from ray_operator.servegraph.names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
+from ray_operator.urls import shown_url
 
 logger = logging.getLogger(__name__)
 
@@ -578,10 +579,3 @@ def _show_host(origin: Origin) -> str:
 
 def _show_origin(url: URL) -> str:
     return _show_host(_origin(url))
-
-
-def shown_url(url: str | URL) -> str:
-    """The URL without userinfo, query and fragment (where tokens hide): what logs and the
-    status show."""
-    parsed = url if isinstance(url, URL) else URL(url)
-    return str(parsed.with_user(None).with_query(None).with_fragment(None))
