@@ -47,7 +47,7 @@ from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store, StoreView
 from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
-from ray_operator.server import Heartbeat, metrics_routes, probe_routes, serve
+from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
 from ray_operator.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -251,6 +251,9 @@ class Operator:
         for task in done - {stopping}:
             exit_code = 1
             error = None if task.cancelled() else task.exception()
+            if isinstance(error, ListenerInUse):
+                logger.error("%s", error.strerror)  # the fix is in the line; no traceback
+                continue
             logger.error("root task %s ended; stopping everything", task.get_name(), exc_info=error)
         if exit_code == 0:
             logger.info("stop requested; finishing in-flight reconciles")
@@ -306,13 +309,14 @@ class Operator:
         )
         return LeaderElector(client, config, metrics=self.metrics)
 
-    def _sites(self) -> list[tuple[str, list[Any]]]:
+    def _sites(self) -> list[tuple[str, list[Any], str]]:
         return [
             (
                 self.settings.health_addr,
                 probe_routes(heartbeat=self.heartbeat, synced=self.not_synced),
+                "--health-addr",
             ),
-            (self.settings.metrics_addr, metrics_routes(self.metrics)),
+            (self.settings.metrics_addr, metrics_routes(self.metrics), "--metrics-addr"),
         ]
 
     async def _reconcile_while_leading(self) -> NoReturn:

@@ -153,7 +153,10 @@ def controllers_for(settings: Settings) -> list[ControllerFactory]:
 
 def _dev(args: argparse.Namespace) -> int:
     from ray_operator.localcluster.controlplane import LocalControlPlane
+    from ray_operator.settings import listen_on_loopback
 
+    args.health_addr = listen_on_loopback(args.health_addr)
+    args.metrics_addr = listen_on_loopback(args.metrics_addr)
     control_plane = None
     if not (args.kubeconfig or os.environ.get("KUBECONFIG")):
         control_plane = LocalControlPlane(args.dir)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
 from aiohttp import web
 
 from ray_operator.metrics import CONTENT_TYPE, Metrics
-from ray_operator.settings import parse_address
+from ray_operator.settings import ENV_PREFIX, parse_address
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -152,14 +153,38 @@ def metrics_routes(metrics: Metrics) -> list[web.RouteDef]:
     return [web.get("/metrics", exposition)]
 
 
+class ListenerInUse(OSError):  # noqa: N818
+    """A listener's port is taken; the message names the flag and env var that move it."""
+
+
+async def start_site(site: web.TCPSite, *, host: str, port: int, flags: Sequence[str]) -> None:
+    """Start `site`; a port in use becomes `ListenerInUse` naming `flags` (e.g. `--health-addr`)
+    and their RAY_OPERATOR_* twins, so the operator stops with one line instead of a traceback."""
+    try:
+        await site.start()
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        ways = " or ".join(
+            f"{flag} / {ENV_PREFIX}{flag.lstrip('-').upper().replace('-', '_')}" for flag in flags
+        )
+        raise ListenerInUse(
+            errno.EADDRINUSE,
+            f"port {port} on {host or '0.0.0.0'} is in use; choose another with {ways}",
+        ) from None
+
+
 async def serve(
-    sites: Sequence[tuple[str, list[web.RouteDef]]], *, limits: ReadLimits | None = None
+    sites: Sequence[tuple[str, list[web.RouteDef], str]], *, limits: ReadLimits | None = None
 ) -> NoReturn:
-    """Serve each (`host:port`, routes) (routes of equal addresses merged) until cancelled."""
+    """Serve each (`host:port`, routes, flag naming the address) (routes of equal addresses
+    merged) until cancelled."""
     limits = limits or ReadLimits()
     merged: dict[tuple[str, int], list[web.RouteDef]] = {}
-    for address, routes in sites:
+    flags: dict[tuple[str, int], list[str]] = {}
+    for address, routes, flag in sites:
         merged.setdefault(parse_address(address), []).extend(routes)
+        flags.setdefault(parse_address(address), []).append(flag)
     runners: list[web.AppRunner] = []
     try:
         for (host, port), routes in merged.items():
@@ -168,7 +193,8 @@ async def serve(
             runner = bounded_runner(app, limits)
             await runner.setup()
             runners.append(runner)
-            await web.TCPSite(runner, host, port).start()
+            site = web.TCPSite(runner, host, port)
+            await start_site(site, host=host, port=port, flags=flags[host, port])
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
     finally:

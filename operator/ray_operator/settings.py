@@ -303,6 +303,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
+def listen_on_loopback(address: str) -> str:
+    """`address` with an empty host (`:8082`, all interfaces: what a Pod needs) bound to
+    127.0.0.1 instead: `ray-operator dev` on a laptop serves no one else. An explicit host
+    (`0.0.0.0:8082`) is kept."""
+    host, _, port = address.rpartition(":")
+    return f"127.0.0.1:{port}" if not host else address
+
+
 def allowed_hosts(entries: Sequence[str]) -> tuple[str, ...]:
     """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique."""
     hosts = (host.lower() for entry in entries for host in _comma_list(entry))

@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 from ray_operator.logs import JsonFormatter, TextFormatter, about
 from ray_operator.runtime import ObjectKey
-from ray_operator.settings import Settings, add_run_arguments, settings_from_args
+from ray_operator.settings import (
+    Settings,
+    add_run_arguments,
+    listen_on_loopback,
+    settings_from_args,
+)
 from ray_operator.webhooks import WebhookOptions, add_webhook_arguments, webhook_options_from_args
 
 
@@ -134,3 +139,16 @@ def test_no_webhooks_and_webhook_port_zero_turn_webhooks_off_even_in_a_pod(
 def test_webhooks_on_port_zero_is_refused_as_a_contradiction() -> None:
     with pytest.raises(ValueError, match="0 means off"):
         webhook_options("--webhooks", "--webhook-port=0")
+
+
+@pytest.mark.parametrize(
+    ("given", "served"),
+    [
+        (":8082", "127.0.0.1:8082"),
+        ("0.0.0.0:8082", "0.0.0.0:8082"),
+        ("127.0.0.1:9000", "127.0.0.1:9000"),
+        ("[::]:8080", "[::]:8080"),
+    ],
+)
+def test_dev_mode_listens_on_loopback_unless_a_host_is_given(given: str, served: str) -> None:
+    assert listen_on_loopback(given) == served

@@ -84,7 +84,7 @@ def probes_beside_webhooks(webhook_server: WebhookThread) -> Iterator[int]:
         heartbeat = Heartbeat()
         routes = probe_routes(heartbeat=heartbeat, synced=list)
         tasks.append(asyncio.create_task(heartbeat.run()))
-        tasks.append(asyncio.create_task(serve([(f"127.0.0.1:{port}", routes)])))
+        tasks.append(asyncio.create_task(serve([(f"127.0.0.1:{port}", routes, "--health-addr")])))
 
     async def stop() -> None:
         for task in tasks:

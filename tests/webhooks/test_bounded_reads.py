@@ -64,7 +64,9 @@ class ProbeServer:
         routes = probe_routes(heartbeat=heartbeat, synced=list)
         self._tasks = [
             asyncio.create_task(heartbeat.run()),
-            asyncio.create_task(serve([(f"127.0.0.1:{self.port}", routes)], limits=self.limits)),
+            asyncio.create_task(
+                serve([(f"127.0.0.1:{self.port}", routes, "--health-addr")], limits=self.limits)
+            ),
         ]
         self._started.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)

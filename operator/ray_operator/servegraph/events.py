@@ -73,7 +73,7 @@ from ray_operator.servegraph.names import (
     SERVE_GRAPH_GROUP,
     SERVE_GRAPH_VERSION,
 )
-from ray_operator.server import ReadLimits, bounded_application, bounded_runner
+from ray_operator.server import ReadLimits, bounded_application, bounded_runner, start_site
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
@@ -567,7 +567,12 @@ class ServeGraphEvents:
         runner = bounded_runner(events_application(self.endpoint, limits=self.limits), self.limits)
         await runner.setup()
         try:
-            await web.TCPSite(runner, self.host, self.port).start()
+            await start_site(
+                web.TCPSite(runner, self.host, self.port),
+                host=self.host,
+                port=self.port,
+                flags=("--serve-graph-events-port",),
+            )
             self.port = int(runner.addresses[0][1])  # the real one when asked for port 0
             logger.info("serving RayServeGraph events on %s:%d", self.host, self.port)
             self.listening.set()

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
-from ray_operator.server import ReadLimits, bounded_runner
+from ray_operator.server import ReadLimits, bounded_runner, start_site
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.certificates import (
     CertificateSource,
@@ -104,7 +104,12 @@ class Webhooks:
                 self.options.port,
                 ssl_context=self.serving.context,
             )
-            await site.start()
+            await start_site(
+                site,
+                host=self.options.listen_host,
+                port=self.options.port,
+                flags=("--webhook-port",),
+            )
             logger.info(
                 "serving admission webhooks on https://%s:%d",
                 self.options.listen_host,
