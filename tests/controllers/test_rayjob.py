@@ -207,7 +207,7 @@ async def test_hung_dashboards_do_not_delay_another_rayjob(
     assert elapsed < 25, f"healthy RayJob took {elapsed:.1f}s next to five hung dashboards"
 
 
-async def test_deleting_a_running_rayjob_stops_its_ray_job_and_deletes_its_cluster(
+async def test_deleting_a_running_rayjob_stops_its_ray_job_and_deletes_what_it_owns(
     harness: Harness,
     start_operator: StartOperator,
     dashboard: DashboardClient,
@@ -215,6 +215,7 @@ async def test_deleting_a_running_rayjob_stops_its_ray_job_and_deletes_its_clust
     await start_operator()
     await harness.apply(rayjob("doomed", 'python -c "import time; time.sleep(120)"'))
     status = await wait_for_state(harness, "doomed", "Running")
+    await harness.get_json("service/doomed-head-svc")  # exists while the RayJob runs
 
     async def running() -> bool:
         jobs = await jobs_with_id(dashboard, status["jobId"])
@@ -226,9 +227,11 @@ async def test_deleting_a_running_rayjob_stops_its_ray_job_and_deletes_its_clust
     async def gone() -> bool:
         listed = await harness.get_json("rayjobs")
         clusters = await harness.get_json("rayclusters")
-        return not listed["items"] and not clusters["items"]
+        services = await harness.get_json("services")
+        return not listed["items"] and not clusters["items"] and not services["items"]
 
-    await eventually(gone, what="RayJob and its RayCluster gone")
+    # No garbage collector runs here (tests/controllers/conftest.py): only the operator deletes.
+    await eventually(gone, what="RayJob, its RayCluster and its head Service gone")
 
     async def stopped() -> bool:
         # Ray stops a job asynchronously: the stop request returns before the driver is gone.

@@ -22,8 +22,8 @@ its id on the dashboard; nothing is created or submitted again.
 One slow or dead dashboard never stalls others: dashboard calls have short timeouts, a failed
 dashboard is skipped for a growing cool-down (`DashboardAccess`), and the reconcile requeues
 instead of waiting. Deleting a RayJob stops its Ray job (finalizer `ray.io/rayjob-finalizer`)
-and deletes its RayCluster and submitter Job explicitly, rather than relying on the garbage
-collector.
+and deletes its RayCluster, submitter Job and head Service explicitly, rather than relying on the
+garbage collector.
 """
 
 from __future__ import annotations
@@ -527,6 +527,17 @@ class RayJobController:
             await self._delete(JOB, job)
         return False
 
+    async def delete_head_service(self, rayjob: Object) -> bool:
+        """Delete `<rayjob>-head-svc`: where no garbage collector runs, nothing else would
+        (KubeRay leaves it to the ownerReference)."""
+        name = f"{rayjob['metadata']['name']}-{names.HEAD_SERVICE_SUFFIX}"
+        service = self._owned(SERVICE, rayjob, name)
+        if service is None:
+            return True
+        if not service["metadata"].get("deletionTimestamp"):
+            await self._delete(SERVICE, service)
+        return False
+
     async def ensure_finalizer(self, rayjob: Object) -> bool:
         """Add our finalizer; True when it had to be added (look again once it is cached)."""
         return await add_finalizer(self._client, RAY_JOB, rayjob, FINALIZER)
@@ -554,7 +565,8 @@ class RayJobController:
                 logger.warning("could not stop Ray job %s: %s", status["jobId"], error)
         cluster_gone = await self.delete_cluster(rayjob, status)
         submitter_gone = await self.delete_submitter_job(rayjob)
-        if not (cluster_gone and submitter_gone):
+        service_gone = await self.delete_head_service(rayjob)
+        if not (cluster_gone and submitter_gone and service_gone):
             return Result(requeue_after=1.0)
         await remove_finalizer(self._client, RAY_JOB, rayjob, FINALIZER)
         return Result()
