@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -96,6 +97,20 @@ async def test_of_two_candidates_exactly_one_leads(api: ApiClient, namespace: st
         await eventually(lambda: a.leading.is_set() or b.leading.is_set())
         await asyncio.sleep(TIMING["lease_duration"] * 1.5)  # through several renewals
         assert [a.leading.is_set(), b.leading.is_set()].count(True) == 1
+
+
+async def test_a_standby_says_once_who_leads_not_every_retry(
+    api: ApiClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ray_operator.runtime.leader")
+    async with candidate(api, namespace, "leader", metrics=Metrics()) as leader:
+        await asyncio.wait_for(leader.leading.wait(), timeout=10)
+        async with candidate(api, namespace, "standby", metrics=Metrics()):
+            await asyncio.sleep(TIMING["lease_duration"] * 1.5)  # many retry periods
+    standby_lines = [r.getMessage() for r in caplog.records if "standby:" in r.getMessage()]
+    assert standby_lines == [
+        f"{namespace}/lease: standby: leader leads; standby takes over if it stops renewing for 2s"
+    ]
 
 
 async def test_a_released_lease_is_taken_within_one_retry_period(

@@ -101,6 +101,7 @@ class LeaderElector:
         self._renewed_at = float("-inf")  # loop time when our last successful write was sent
         self._lease: Object | None = None  # the Lease as we last wrote/read it
         self._failing = False  # in a streak of failed requests (to log it once)
+        self._standby_for = ""  # the leader we last said we stand by for (to say it once)
         metrics.leader.labels(config.name).set(0)
 
     def check_may_write(self) -> None:
@@ -222,6 +223,7 @@ class LeaderElector:
         # Honour the holder's own duration, measured on our clock from when the record changed.
         duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
         if holder and holder != self.config.identity and started < self._observed_at + duration:
+            self._log_standby(holder, duration)
             return False
         return await self._update(lease, started, request_timeout=request_timeout)
 
@@ -273,6 +275,21 @@ class LeaderElector:
             return False
         self._wrote(updated, started)
         return True
+
+    def _log_standby(self, holder: str, duration: float) -> None:
+        # Once per leader, not per retry: a standby would otherwise say nothing at all, or the
+        # same line every retry period.
+        if holder == self._standby_for:
+            return
+        self._standby_for = holder
+        logger.info(
+            "%s/%s: standby: %s leads; %s takes over if it stops renewing for %.0fs",
+            self.config.namespace,
+            self.config.name,
+            holder,
+            self.config.identity,
+            duration,
+        )
 
     def _log_failure(self, what: str, error: KubeError) -> None:
         # The first failure of a streak at INFO, the rest (every retry period) at DEBUG.
