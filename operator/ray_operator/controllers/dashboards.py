@@ -139,7 +139,7 @@ class DashboardAccess:
         line at INFO or above only when the cause changed since the condition last said."""
         if found is None:
             return status
-        key = _owner_key(owner)
+        key = _cluster_key(owner)  # `<namespace>/<name>` of any object
         what = f"{owner['kind']} {key}"
         # The condition remembers across restarts; this memory covers a status write that
         # failed after the Event went out (a Conflict, then a retry from the same cache).
@@ -203,10 +203,6 @@ class DashboardAccess:
                 cause=UNAUTHORIZED,
             )
         return base64.b64decode(encoded).decode().strip()
-
-
-def _owner_key(owner: Object) -> str:
-    return _cluster_key(owner)
 
 
 def _cluster_key(cluster: Object) -> str:

@@ -463,8 +463,12 @@ class RayServiceController:
                     )
                     apps = await ray.serve_applications()
         except DashboardError as error:
-            logger.debug("Serve on RayCluster %s: %s", name, error)
-            return False, None, self._dashboards.reachability(cluster, error)
+            found = self._dashboards.reachability(cluster, error)
+            # Unreachable: the condition and its Event tell it once. An answer refusing the
+            # Serve config is worth a line each time.
+            level = logging.INFO if found is None else logging.DEBUG
+            logger.log(level, "Serve on RayCluster %s: %s", name, error)
+            return False, None, found
         return rules.apps_ready(apps), apps, self._dashboards.reachability(cluster, None)
 
     def _serve_config_of(
