@@ -62,6 +62,8 @@ class TakeoverRun:
     """(namespace, cluster) -> the names of its head Pods once the operator settled."""
     events: dict[str, list[tuple[str, str]]]
     """Kind -> (event type, namespace/name) of every event after the operator started."""
+    dashboard_url: str
+    """The `DeadDashboard` every cluster's dashboard was pointed at."""
     dashboard_requests: list[str]
     dashboard_writes: list[str]
     settled: Settled
@@ -125,6 +127,7 @@ def takeover(
             services_after=_services(api, staged),
             head_pods_after=_head_pods(api, staged),
             events={kind: watch.events_after(started) for kind, watch in watches.items()},
+            dashboard_url=dashboard.url,
             dashboard_requests=list(dashboard.requests),
             dashboard_writes=dashboard.writes(),
             settled=settled,

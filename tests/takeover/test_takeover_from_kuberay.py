@@ -13,6 +13,11 @@ status write refreshes, KubeRay's too) and the copies of a RayCluster's status i
 fixtures' copies were taken before their clusters were provisioned). Nothing else: state,
 replica counts, endpoints, head address, conditions, `jobDeploymentStatus`, `jobId`,
 `rayClusterName`, `dashboardURL`, times.
+
+One thing is added, because it is true here: every dashboard is a `DeadDashboard`, so a RayJob
+or RayService whose dashboard the operator asked gets the condition `DashboardReachable=False`
+naming that dashboard (ours alone; KubeRay writes no such condition) and one Warning Event
+`DashboardUnreachable`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from tests.takeover.conftest import TakeoverRun
 from tests.takeover.staging import CUSTOM_KINDS, fixture_files, load_fixture, namespace_for
 
 REFRESHABLE = frozenset({"lastUpdateTime", "rayClusterStatus"})
+DASHBOARD_REACHABLE = "DashboardReachable"
 CREATED_BY = "app.kubernetes.io/created-by"
 
 
@@ -124,7 +130,16 @@ def test_kuberays_services_change_only_by_the_head_selector_widening(
 @pytest.mark.parametrize(("kind", "namespace", "name"), custom_resources(with_status=True))
 def test_status_is_kept(takeover: TakeoverRun, kind: str, namespace: str, name: str) -> None:
     before = takeover.statuses_before[(kind, namespace, name)]
-    after = takeover.statuses_after[(kind, namespace, name)]
+    after = dict(takeover.statuses_after[(kind, namespace, name)])
+    added = [c for c in after.get("conditions") or () if c["type"] == DASHBOARD_REACHABLE]
+    for condition in added:
+        assert condition["status"] == "False", condition
+        assert takeover.dashboard_url in condition["message"], condition
+    kept_conditions = [c for c in after.get("conditions") or () if c not in added]
+    if kept_conditions or "conditions" in before:
+        after["conditions"] = kept_conditions
+    else:
+        after.pop("conditions", None)
     assert _kept(after) == _kept(before)
 
 
@@ -193,4 +208,7 @@ def test_the_only_warnings_are_the_head_selector_repairs_and_a_missing_cluster(
         for kind, namespace, name in custom_resources(with_status=True)
         if kind == "RayJob" and name == "rayjob-use-existing-raycluster"
     }
-    assert warnings == expected_repairs | missing_cluster
+    # The dead dashboards, said once per RayJob or RayService that asked one (module docstring).
+    unreachable = {w for w in warnings if w.startswith("Warning DashboardUnreachable ")}
+    assert {w.split(" ")[2].split("/")[0] for w in unreachable} <= {"RayJob", "RayService"}
+    assert warnings - unreachable == expected_repairs | missing_cluster
