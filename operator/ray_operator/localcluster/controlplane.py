@@ -70,6 +70,11 @@ CONTROLLERS = (
 STOP_TIMEOUT_SECONDS = 15.0
 
 
+# KWOK's Pod lifecycle with one change: a Job's Pod completes at once, except a RayJob's submitter,
+# which the local Ray agent runs and ends (the file says more).
+KWOK_POD_STAGES_LEAVING_RAY_JOB_SUBMITTERS = Path(__file__).with_name("kwok-pod-stages.yaml")
+
+
 class ControlPlaneError(RuntimeError):
     """The local control plane could not be started or reached."""
 
@@ -107,7 +112,8 @@ class LocalControlPlane:
     """One control plane rooted in ``directory``; start() it, use ``kubeconfig``, stop() it.
 
     ``controller_manager=False`` starts no kube-controller-manager: no garbage collector, no Job,
-    Deployment or namespace controllers.
+    Deployment or namespace controllers. ``ray_job_submitters_run_locally=True`` keeps KWOK from
+    completing RayJob submitter Pods, for the local Ray agent runs them and writes their end.
     """
 
     def __init__(
@@ -116,10 +122,12 @@ class LocalControlPlane:
         binaries: ControlPlaneBinaries | None = None,
         *,
         controller_manager: bool = True,
+        ray_job_submitters_run_locally: bool = False,
     ) -> None:
         self.directory = directory.resolve()
         self._binaries = binaries
         self._with_controller_manager = controller_manager
+        self._submitters_run_locally = ray_job_submitters_run_locally
         self._processes: dict[str, ComponentProcess] = {}
         self._ports: Ports | None = None
 
@@ -341,7 +349,7 @@ class LocalControlPlane:
         ]
 
     def _kwok_command(self, binaries: ControlPlaneBinaries) -> list[str]:
-        return [
+        command = [
             str(binaries.kwok),
             f"--kubeconfig={self.kubeconfig}",
             "--manage-all-nodes=false",
@@ -350,6 +358,9 @@ class LocalControlPlane:
             "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{self.ports.kwok}",
         ]
+        if self._submitters_run_locally:
+            command.append(f"--config={KWOK_POD_STAGES_LEAVING_RAY_JOB_SUBMITTERS}")
+        return command
 
     def _launch(self, name: str, command: list[str]) -> None:
         log = self.log_file(name).open("ab")
@@ -364,7 +375,10 @@ class LocalControlPlane:
         )
         log.close()
         self._processes[name] = ComponentProcess(
-            name=name, pid=process.pid, command=command, started=_start_time(process.pid) or 0
+            name=name,
+            pid=process.pid,
+            command=command,
+            started=process_start_time(process.pid) or 0,
         )
         self._save_state()
 
@@ -603,7 +617,8 @@ def _is_alive(process: ComponentProcess) -> bool:
     return not zombie and int(fields[19]) == process.started
 
 
-def _start_time(pid: int) -> int | None:
+def process_start_time(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live process, to tell a reused pid apart."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
     except OSError:
