@@ -1,0 +1,681 @@
+"""The local Ray agent: a kubelet for Ray, run by `ray-operator dev` beside the operator.
+
+Every `poll_interval` it lists the Pods bound to the fake node and keeps one local process per
+Pod that should have one (level-triggered, like the reconcilers: a missed change is seen on the
+next list, an API server that is away only delays it):
+
+- a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address; once its GCS
+  accepts connections, the cluster is in the registry the operator's dashboard resolver reads;
+- a worker Pod: `ray start --address=<that head's GCS>`, started once the head's GCS is up (and
+  again, against the new head, when the head is replaced);
+- a RayJob submitter Pod (K8sJobMode): its command, pointed at the local dashboard; when it ends
+  the agent writes the Pod's terminal phase, which KWOK leaves to it (see
+  `LocalControlPlane(ray_job_submitters_run_locally=True)`).
+
+A Pod that is deleted (or ends) has its process group stopped and its files removed. Caps on
+clusters and nodes keep a few samples from taking the machine's memory; a Pod over a cap gets a
+Warning Event saying which flag to raise, and starts as soon as room is made. When the agent
+stops (Ctrl-C on `make run`), every process it started is stopped first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from ray_operator import labels as names
+from ray_operator.dashboard.resolver import DashboardResolver
+from ray_operator.localray.plan import (
+    ConfigMapMount,
+    NodePlan,
+    NodePorts,
+    SubmitterPlan,
+    UnplannablePodError,
+    cluster_address,
+    config_map_files,
+    is_ray_job_submitter_pod,
+    is_ray_node_pod,
+    node_env,
+    plan_node,
+    plan_submitter,
+    ray_start_argv,
+    replace_address,
+    rewrite_paths,
+    shape_summary,
+)
+from ray_operator.localray.processes import LocalProcess, ProcessRecords, reserve_ports
+from ray_operator.runtime.client import KubeClient, PatchType
+from ray_operator.runtime.errors import KubeError, NotFound
+from ray_operator.runtime.events import EventRecorder, EventType
+from ray_operator.runtime.kinds import CONFIG_MAP, POD, RAY_CLUSTER, RAY_JOB
+from ray_operator.runtime.store import StoreView
+from ray_operator.status.rayjob import format_time
+
+if TYPE_CHECKING:
+    from ray_operator.app import ComponentContext
+
+logger = logging.getLogger(__name__)
+
+Object = Mapping[str, Any]
+SERVE_PROXY_PORT = 8000
+"""Ray Serve's head proxy port (not configurable per node; each cluster has its own address)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRayOptions:
+    """How the agent runs (flags of `ray-operator dev`)."""
+
+    directory: Path
+    """Logs, copies of mounted ConfigMaps and the record of started processes."""
+    node_name: str
+    """The fake node whose Pods get processes."""
+    max_clusters: int = 4
+    """Local Ray clusters at once (each head is ~0.5 GiB)."""
+    max_nodes: int = 12
+    """Local Ray nodes (heads and workers) at once (each worker is ~0.25 GiB)."""
+    poll_interval: float = 1.0
+    ray_executable: str = field(default_factory=lambda: str(Path(sys.executable).parent / "ray"))
+    """`ray` of the operator's own environment: entrypoints run with its Python."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCluster:
+    """Where a local cluster's head listens."""
+
+    address: str
+    gcs_port: int
+    dashboard_port: int
+    head_uid: str
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://{self.address}:{self.dashboard_port}"
+
+    @property
+    def serve_url(self) -> str:
+        return f"http://{self.address}:{SERVE_PROXY_PORT}"
+
+
+class LocalRayRegistry:
+    """Local clusters by `(namespace, cluster name)`: written by the agent, read by the resolver."""
+
+    def __init__(self) -> None:
+        self._clusters: dict[tuple[str, str], LocalCluster] = {}
+
+    def get(self, namespace: str, name: str) -> LocalCluster | None:
+        return self._clusters.get((namespace, name))
+
+    def put(self, namespace: str, name: str, cluster: LocalCluster) -> None:
+        self._clusters[(namespace, name)] = cluster
+
+    def remove(self, namespace: str, name: str, *, head_uid: str) -> None:
+        if (found := self._clusters.get((namespace, name))) and found.head_uid == head_uid:
+            del self._clusters[(namespace, name)]
+
+
+class LocalRayResolver:
+    """The dashboard and Serve proxy of a local cluster, else whatever `fallback` says."""
+
+    def __init__(self, registry: LocalRayRegistry, *, fallback: DashboardResolver) -> None:
+        self._registry = registry
+        self._fallback = fallback
+
+    def dashboard_url(self, cluster: Object) -> str | None:
+        found = self._find(cluster)
+        return found.dashboard_url if found else self._fallback.dashboard_url(cluster)
+
+    def serve_proxy_url(self, cluster: Object, head_pod: Object) -> str | None:
+        found = self._find(cluster)
+        return found.serve_url if found else self._fallback.serve_proxy_url(cluster, head_pod)
+
+    def _find(self, cluster: Object) -> LocalCluster | None:
+        metadata = cluster.get("metadata") or {}
+        return self._registry.get(metadata.get("namespace", ""), metadata.get("name", ""))
+
+
+@dataclass(slots=True)
+class _Running:
+    """A process the agent started for a Pod."""
+
+    pod: Object
+    process: LocalProcess
+    files: Path
+    temp_dir: Path | None = None
+    plan: NodePlan | None = None
+    ports: NodePorts | None = None
+    address: str = ""
+    head_uid: str = ""
+    """For a worker: the head it joined (a new head means a restart)."""
+    gcs_ready: bool = False
+    ready_reported: bool = False
+    ended_reported: bool = False
+
+
+class LocalRayAgent:
+    """Keeps one local process per Pod on the fake node that should run one."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        store: StoreView,
+        events: EventRecorder,
+        registry: LocalRayRegistry,
+        options: LocalRayOptions,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._client = client
+        self._store = store
+        self._events = events
+        self._registry = registry
+        self._options = options
+        self._records = ProcessRecords(options.directory / "processes.json")
+        self._running: dict[str, _Running] = {}
+        self._told: set[tuple[str, str]] = set()
+        environment = dict(os.environ if base_env is None else base_env)
+        bin_dir = str(Path(options.ray_executable).parent)
+        environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
+        self._base_env = environment
+
+    async def run(self) -> NoReturn:
+        """Poll the fake node's Pods until cancelled; then stop every process."""
+        ended = self._records.end_leftovers()
+        if ended:
+            logger.warning("ended %d local Ray process groups left by an earlier run", ended)
+        listing_failed = False
+        try:
+            while True:
+                try:
+                    pods = await self._client.list(
+                        POD, field_selector=f"spec.nodeName={self._options.node_name}"
+                    )
+                except KubeError as error:
+                    if not listing_failed:
+                        logger.warning("local Ray agent cannot list Pods (will retry): %s", error)
+                    listing_failed = True
+                else:
+                    listing_failed = False
+                    await self.sync(pods.items)
+                await asyncio.sleep(self._options.poll_interval)
+        finally:
+            await asyncio.shield(self.stop_all())
+
+    async def sync(self, pods: Sequence[Object]) -> None:
+        """One pass: stop what lost its Pod, report what ended, start what is missing."""
+        wanted = {pod["metadata"]["uid"]: pod for pod in pods if _wants_process(pod)}
+        for uid in [uid for uid in self._running if uid not in wanted]:
+            await self._stop(uid)
+        await self._check_heads()
+        await self._mark_ready()
+        await self._report_ended()
+        for pod in wanted.values():
+            if is_ray_node_pod(pod) and _node_type(pod) == names.HEAD_NODE:
+                await self._ensure_head(pod)
+        for pod in wanted.values():
+            if is_ray_node_pod(pod) and _node_type(pod) == names.WORKER_NODE:
+                await self._ensure_worker(pod)
+            elif is_ray_job_submitter_pod(pod):
+                await self._ensure_submitter(pod)
+
+    async def stop_all(self) -> None:
+        """Stop every process the agent started (workers first, heads last)."""
+        heads = {uid for uid, running in self._running.items() if _is_head(running)}
+        await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in heads))
+        await asyncio.gather(*(self._stop(uid) for uid in heads))
+
+    # -- heads and workers ----------------------------------------------------------------------
+
+    async def _ensure_head(self, pod: Object) -> None:
+        uid = pod["metadata"]["uid"]
+        if uid in self._running:
+            return
+        cluster = self._cluster_of(pod)
+        if cluster is None or not await self._has_room(pod, new_cluster=True):
+            return
+        plan = await self._plan_node(pod, cluster)
+        if plan is None:
+            return
+        address = cluster_address(plan.cluster_uid)
+        ports = _pick_ports(head=True)
+        running = await self._start_node(pod, plan, ports=ports, address=address, gcs=None)
+        running.head_uid = uid
+        self._registry.put(
+            plan.namespace,
+            plan.cluster,
+            LocalCluster(
+                address=address, gcs_port=ports.gcs, dashboard_port=ports.dashboard, head_uid=uid
+            ),
+        )
+        message = (
+            f"local Ray head of RayCluster {plan.cluster}: dashboard {address}:{ports.dashboard}"
+            f", Serve http://{address}:{SERVE_PROXY_PORT} ({shape_summary(plan)})"
+        )
+        logger.info("%s/%s: %s", plan.namespace, plan.pod, message)
+        await self._record(pod, reason="LocalRayStarted", message=message)
+
+    async def _ensure_worker(self, pod: Object) -> None:
+        uid = pod["metadata"]["uid"]
+        head = self._ready_head(pod)
+        running = self._running.get(uid)
+        if running is not None:
+            if head is not None and running.head_uid != head.head_uid:
+                await self._stop(uid)  # its head was replaced: join the new one
+            else:
+                return
+        if head is None:
+            return
+        cluster = self._cluster_of(pod)
+        if cluster is None or not await self._has_room(pod, new_cluster=False):
+            return
+        plan = await self._plan_node(pod, cluster)
+        if plan is None:
+            return
+        running = await self._start_node(
+            pod,
+            plan,
+            ports=_pick_ports(head=False),
+            address=head.address,
+            gcs=f"{head.address}:{head.gcs_port}",
+        )
+        running.head_uid = head.head_uid
+        await self._record(
+            pod,
+            reason="LocalRayStarted",
+            message=f"local Ray worker joined {head.address}:{head.gcs_port} "
+            f"({shape_summary(plan)})",
+        )
+
+    async def _plan_node(self, pod: Object, cluster: Object) -> NodePlan | None:
+        try:
+            plan = plan_node(pod, cluster)
+        except UnplannablePodError as error:
+            await self._tell_once(pod, "LocalRayUnplannable", f"no local Ray process: {error}")
+            return None
+        if plan.dropped_params:
+            logger.debug(
+                "%s/%s: rayStartParams the agent sets itself: %s",
+                plan.namespace,
+                plan.pod,
+                ", ".join(plan.dropped_params),
+            )
+        return plan
+
+    async def _start_node(
+        self, pod: Object, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
+    ) -> _Running:
+        others = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers", ())[1:]]
+        if others:
+            await self._tell_once(
+                pod,
+                "LocalRayContainersNotRun",
+                f"only the Ray container runs locally, not {', '.join(others)} (a SidecarMode "
+                "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
+            )
+        files = self._pod_directory(pod)
+        temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
+        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
+        env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
+        env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
+        argv = ray_start_argv(
+            plan,
+            ray=self._options.ray_executable,
+            node_ip=address,
+            ports=ports,
+            temp_dir=str(temp_dir),
+            gcs_address=gcs,
+        )
+        process = LocalProcess(
+            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
+        )
+        await process.start()
+        running = _Running(
+            pod=pod,
+            process=process,
+            files=files,
+            temp_dir=temp_dir,
+            plan=plan,
+            ports=ports,
+            address=address,
+        )
+        self._running[plan.uid] = running
+        return running
+
+    async def _check_heads(self) -> None:
+        """Mark heads whose GCS accepts connections: their workers may start now."""
+        for running in self._running.values():
+            if running.plan is None or not running.plan.is_head or running.gcs_ready:
+                continue
+            if running.process.returncode is None and running.ports is not None:
+                running.gcs_ready = await _accepts(running.address, running.ports.gcs)
+
+    async def _mark_ready(self) -> None:
+        """Make a node's Pod Ready once its Ray node listens (the head: GCS and dashboard; a
+        worker: its raylet), as a kubelet does once the readiness probe passes."""
+        for running in self._running.values():
+            if running.plan is None or running.ports is None or running.ready_reported:
+                continue
+            if running.process.returncode is not None:
+                continue
+            if running.plan.is_head:
+                up = running.gcs_ready and await _accepts(running.address, running.ports.dashboard)
+            else:
+                up = await _accepts(running.address, running.ports.node_manager)
+            if up:
+                running.ready_reported = await self._write_readiness(running.pod, ready=True)
+
+    async def _write_readiness(self, pod: Object, *, ready: bool) -> bool:
+        """Set the Pod's Ready and ContainersReady conditions; False when it could not."""
+        status = "True" if ready else "False"
+        now = format_time(datetime.datetime.now(datetime.UTC))
+        containers = (pod.get("status") or {}).get("containerStatuses") or ()
+        patch = {
+            "status": {
+                "conditions": [
+                    {"type": kind, "status": status, "lastTransitionTime": now}
+                    for kind in ("Ready", "ContainersReady")
+                ],
+                "containerStatuses": [{**entry, "ready": ready} for entry in containers],
+            }
+        }
+        return await self._patch_pod_status(pod, patch, patch_type=PatchType.STRATEGIC)
+
+    async def _patch_pod_status(
+        self, pod: Object, patch: Object, *, patch_type: PatchType = PatchType.MERGE
+    ) -> bool:
+        metadata = pod["metadata"]
+        try:
+            await self._client.patch_status(
+                POD, metadata["name"], patch, namespace=metadata["namespace"], patch_type=patch_type
+            )
+        except NotFound:
+            return True
+        except KubeError as error:
+            logger.warning("cannot write the status of Pod %s: %s", metadata["name"], error)
+            return False
+        return True
+
+    def _ready_head(self, pod: Object) -> LocalCluster | None:
+        metadata = pod["metadata"]
+        cluster_name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
+        found = self._registry.get(metadata.get("namespace", ""), cluster_name)
+        if found is None:
+            return None
+        head = self._running.get(found.head_uid)
+        if head is None or not head.gcs_ready or head.process.returncode is not None:
+            return None
+        return found
+
+    # -- RayJob submitters ----------------------------------------------------------------------
+
+    async def _ensure_submitter(self, pod: Object) -> None:
+        uid = pod["metadata"]["uid"]
+        if uid in self._running or (pod.get("status") or {}).get("phase") != "Running":
+            return
+        try:
+            plan = plan_submitter(pod)
+        except UnplannablePodError as error:
+            await self._tell_once(pod, "LocalRayUnplannable", f"no local process: {error}")
+            return
+        target = self._submitter_target(plan)
+        if target is None:
+            return
+        in_cluster_address, local = target
+        local_address = f"{local.address}:{local.dashboard_port}"
+        files = self._pod_directory(pod)
+        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
+        argv = replace_address(plan.argv, old=in_cluster_address, new=local_address)
+        pod_env = {
+            name: replace_address([value], old=in_cluster_address, new=local_address)[0]
+            for name, value in plan.env.items()
+        }
+        env = {**self._base_env, **pod_env}
+        env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
+        argv = tuple(rewrite_paths(word, local_dirs) for word in argv)
+        process = LocalProcess(
+            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
+        )
+        await process.start()
+        self._running[uid] = _Running(pod=pod, process=process, files=files)
+        await self._record(
+            pod,
+            reason="LocalRayStarted",
+            message=f"submitter runs locally against the dashboard at {local_address}; "
+            f"its output: {self._log_path(pod)}",
+        )
+
+    def _submitter_target(self, plan: SubmitterPlan) -> tuple[str, LocalCluster] | None:
+        """The address the submitter was given and the local cluster it means, once known."""
+        rayjob = self._store.get(RAY_JOB, plan.namespace, plan.rayjob)
+        status = (rayjob or {}).get("status") or {}
+        cluster = self._registry.get(plan.namespace, str(status.get("rayClusterName") or ""))
+        if rayjob is None or cluster is None or not status.get("dashboardURL"):
+            return None
+        head = self._running.get(cluster.head_uid)
+        if head is None or not head.gcs_ready:
+            return None
+        return str(status["dashboardURL"]), cluster
+
+    # -- ends and stops -------------------------------------------------------------------------
+
+    async def _report_ended(self) -> None:
+        for running in self._running.values():
+            code = running.process.returncode
+            if code is None or running.ended_reported:
+                continue
+            if running.plan is None:
+                running.ended_reported = await self._finish_submitter(running, code)
+                continue
+            running.ended_reported = True
+            await self._write_readiness(running.pod, ready=False)
+            await self._record(
+                running.pod,
+                reason="LocalRayProcessEnded",
+                message=f"the local Ray process ended with exit code {code}; delete the Pod to "
+                f"start it again. Last lines of {running.process.log_path}:\n"
+                + running.process.tail(),
+                type="Warning",
+            )
+
+    async def _finish_submitter(self, running: _Running, code: int) -> bool:
+        """Write the submitter Pod's terminal phase, as its kubelet would; False to retry."""
+        containers = (running.pod.get("spec") or {}).get("containers") or ()
+        started = (running.pod.get("status") or {}).get("startTime")
+        finished = format_time(datetime.datetime.now(datetime.UTC))
+        state = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started or finished,
+            "finishedAt": finished,
+        }
+        status = {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": container.get("name", ""),
+                    "image": container.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"terminated": state},
+                }
+                for container in containers
+            ],
+        }
+        return await self._patch_pod_status(running.pod, {"status": status})
+
+    async def _stop(self, uid: str) -> None:
+        running = self._running.pop(uid, None)
+        if running is None:
+            return
+        await running.process.stop()
+        plan = running.plan
+        if plan is not None and plan.is_head:
+            self._registry.remove(plan.namespace, plan.cluster, head_uid=uid)
+        self._told = {told for told in self._told if told[0] != uid}
+        await asyncio.to_thread(_remove_files, running.files, running.temp_dir)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    async def _has_room(self, pod: Object, *, new_cluster: bool) -> bool:
+        nodes = [r for r in self._running.values() if r.plan is not None]
+        clusters = {r.plan.cluster_uid for r in nodes if r.plan is not None}
+        if new_cluster and len(clusters) >= self._options.max_clusters:
+            flag, cap, what = "--local-ray-max-clusters", self._options.max_clusters, "clusters"
+        elif len(nodes) >= self._options.max_nodes:
+            flag, cap, what = "--local-ray-max-nodes", self._options.max_nodes, "nodes"
+        else:
+            return True
+        await self._tell_once(
+            pod,
+            "LocalRayCapReached",
+            f"no local Ray process for this Pod: {cap} local Ray {what} already run "
+            f"({flag}={cap}); it starts when one is deleted, or restart with a higher {flag}",
+        )
+        return False
+
+    def _cluster_of(self, pod: Object) -> Object | None:
+        metadata = pod["metadata"]
+        name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
+        return self._store.get(RAY_CLUSTER, metadata.get("namespace", ""), name)
+
+    async def _copy_config_maps(
+        self, namespace: str, mounts: tuple[ConfigMapMount, ...], files: Path
+    ) -> dict[str, str]:
+        """Mount path → local directory holding the ConfigMap's files."""
+        local_dirs: dict[str, str] = {}
+        for mount in mounts:
+            try:
+                config_map = await self._client.get(
+                    CONFIG_MAP, mount.config_map, namespace=namespace
+                )
+            except NotFound:
+                if not mount.optional:
+                    logger.warning(
+                        "ConfigMap %s/%s mounted at %s does not exist",
+                        namespace,
+                        mount.config_map,
+                        mount.mount_path,
+                    )
+                continue
+            directory = files / "volumes" / mount.volume
+            written = config_map_files(mount, config_map.get("data") or {})
+            await asyncio.to_thread(_write_files, directory, written)
+            local_dirs[mount.mount_path] = str(directory)
+        return local_dirs
+
+    async def _tell_once(self, pod: Object, reason: str, message: str) -> None:
+        key = (pod["metadata"]["uid"], reason)
+        if key in self._told:
+            return
+        self._told.add(key)
+        await self._record(pod, reason=reason, message=message, type="Warning")
+
+    async def _record(
+        self, pod: Object, *, reason: str, message: str, type: EventType = "Normal"
+    ) -> None:
+        # An Event that cannot be written must not stop a process from starting or stopping.
+        with contextlib.suppress(KubeError):
+            await self._events.record(pod, reason=reason, message=message, type=type)
+
+    def _pod_directory(self, pod: Object) -> Path:
+        return self._options.directory / "pods" / str(pod["metadata"]["uid"])
+
+    def _log_path(self, pod: Object) -> Path:
+        metadata = pod["metadata"]
+        return self._options.directory / "logs" / f"{metadata['namespace']}_{metadata['name']}.log"
+
+
+def _wants_process(pod: Object) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    if not (is_ray_node_pod(pod) or is_ray_job_submitter_pod(pod)):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") or (
+        is_ray_job_submitter_pod(pod)
+    )
+
+
+def _is_head(running: _Running) -> bool:
+    return running.plan is not None and running.plan.is_head
+
+
+def _node_type(pod: Object) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(names.NODE_TYPE_LABEL, ""))
+
+
+def _pick_ports(*, head: bool) -> NodePorts:
+    ports = reserve_ports(10 if head else 7)
+    common = {
+        "node_manager": ports[0],
+        "object_manager": ports[1],
+        "runtime_env_agent": ports[2],
+        "dashboard_agent_grpc": ports[3],
+        "dashboard_agent_listen": ports[4],
+        "metrics_export": ports[5],
+    }
+    if head:
+        return NodePorts(**common, gcs=ports[6], dashboard=ports[7], client_server=ports[8])
+    return NodePorts(**common, serve_worker_proxy=ports[6])
+
+
+async def _accepts(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+def _write_files(directory: Path, files: Mapping[str, str]) -> None:
+    for relative, content in files.items():
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
+def _remove_files(*paths: Path | None) -> None:
+    for path in paths:
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def local_ray_component(
+    *, registry: LocalRayRegistry, options: LocalRayOptions
+) -> Callable[[ComponentContext], LocalRayAgent]:
+    """The component factory `app.run(..., components=[...])` takes."""
+
+    def build(context: ComponentContext) -> LocalRayAgent:
+        events = EventRecorder(context.client, metrics=context.metrics, instance="local-ray-agent")
+        return LocalRayAgent(
+            client=context.client,
+            store=context.store,
+            events=events,
+            registry=registry,
+            options=options,
+        )
+
+    return build
+
+
+__all__ = [
+    "LocalCluster",
+    "LocalRayAgent",
+    "LocalRayOptions",
+    "LocalRayRegistry",
+    "LocalRayResolver",
+    "local_ray_component",
+]

@@ -1,0 +1,395 @@
+"""What a Pod on the fake node becomes on this machine: pure planning for the local Ray agent.
+
+A head or worker Pod of a RayCluster becomes one `ray start --block` process. Its group's
+`rayStartParams` are completed as KubeRay completes them (`num-cpus` from the CPU limit, `memory`
+from the memory limit, custom resources, labels), then only the flags that describe the node's
+shape pass (`PASSED_THROUGH_PARAMS`): addresses, ports and directories are the agent's to choose,
+since every node shares this machine. Each cluster gets a loopback address of its own
+(`cluster_address`), so the head's Serve proxy (always port 8000) and Ray's other listeners are told
+apart per cluster, and nothing is reachable from outside the machine.
+
+A RayJob's submitter Pod becomes its container's command, with the head Service's address (the
+RayJob's `status.dashboardURL`) replaced by the local dashboard's.
+
+ConfigMap volumes mounted into the container are copied to a directory per Pod, and environment
+values naming a mount path are pointed at that copy, so `PYTHONPATH=/home/ray/apps` finds the
+mounted code. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ray_operator import labels as names
+from ray_operator.builders.ray_start import complete_params
+
+Object = Mapping[str, Any]
+
+PASSED_THROUGH_PARAMS = frozenset(
+    {"num-cpus", "num-gpus", "memory", "resources", "labels", "object-store-memory"}
+)
+"""`rayStartParams` that shape a node (what Ray schedules on); the rest are about where a node
+listens and keeps its files, which the agent decides for every node on this machine."""
+
+DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
+"""Object store per local node when the Pod sets none: Ray's own default (30 % of the machine's
+memory per node) would let a few samples reserve the whole machine's shared memory."""
+
+MAX_OBJECT_STORE_BYTES = 2 * 1024**3
+"""A Pod asking for more gets this much: the cap on memory is the point of running locally."""
+
+# Addresses Kubernetes DNS would resolve in a cluster; locally the agent sets its own.
+AGENT_OWNED_ENV = frozenset(
+    {"PATH", "PYTHONHOME", "VIRTUAL_ENV", "RAY_ADDRESS", "RAY_IP", "FQ_RAY_IP", "RAY_PORT"}
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,252}")
+# A path inside a mounted volume: no `..`, no absolute part, no empty segment.
+_RELATIVE_PATH = re.compile(r"[^/\0]+(/[^/\0]+)*")
+
+
+class UnplannablePodError(ValueError):
+    """The Pod cannot get a local process; the message says why, for an Event on the Pod."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapMount:
+    """A ConfigMap volume the container mounts, to be copied into a local directory."""
+
+    volume: str
+    config_map: str
+    mount_path: str
+    items: tuple[tuple[str, str], ...] = ()
+    """(key, path inside the volume); empty means every key, under its own name."""
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One Ray node for a head or worker Pod: its shape, environment and mounted ConfigMaps."""
+
+    namespace: str
+    pod: str
+    uid: str
+    cluster: str
+    cluster_uid: str
+    node_type: str
+    params: Mapping[str, str]
+    env: Mapping[str, str]
+    mounts: tuple[ConfigMapMount, ...]
+    dropped_params: tuple[str, ...] = ()
+    """Params the Pod sets that the agent chooses itself (reported once, not silently lost)."""
+
+    @property
+    def is_head(self) -> bool:
+        return self.node_type == names.HEAD_NODE
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitterPlan:
+    """A RayJob submitter Pod's container: its command and environment, as written."""
+
+    namespace: str
+    pod: str
+    uid: str
+    rayjob: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    mounts: tuple[ConfigMapMount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePorts:
+    """The ports one local Ray node listens on (head-only ones are 0 on workers)."""
+
+    node_manager: int
+    object_manager: int
+    runtime_env_agent: int
+    dashboard_agent_grpc: int
+    dashboard_agent_listen: int
+    metrics_export: int
+    gcs: int = 0
+    dashboard: int = 0
+    client_server: int = 0
+    serve_worker_proxy: int = 0
+
+
+def cluster_address(cluster_uid: str) -> str:
+    """The loopback address of a cluster's local nodes: 127.x.y.z from its uid, never 127.0.0.1
+    (Ray turns that into the machine's routable address) and never a network or broadcast one."""
+    digest = hashlib.sha256(cluster_uid.encode()).digest()
+    second, third, last = digest[0], digest[1], 2 + digest[2] % 252
+    return f"127.{second}.{third}.{last}"
+
+
+def is_ray_node_pod(pod: Object) -> bool:
+    """A head or worker Pod of a RayCluster (not a Job's Pod that copied the head's labels, as
+    the GCS fault-tolerance cleanup Job's does)."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return (
+        bool(labels.get(names.CLUSTER_LABEL))
+        and labels.get(names.NODE_TYPE_LABEL) in (names.HEAD_NODE, names.WORKER_NODE)
+        and not _owned_by_job(metadata)
+    )
+
+
+def is_ray_job_submitter_pod(pod: Object) -> bool:
+    """A Pod of a RayJob's submitter Job (K8sJobMode), not one of its cluster's nodes."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return labels.get(names.ORIGINATED_FROM_CRD_LABEL) == "RayJob" and _owned_by_job(metadata)
+
+
+def _owned_by_job(metadata: Object) -> bool:
+    return any(owner.get("kind") == "Job" for owner in metadata.get("ownerReferences") or ())
+
+
+def plan_node(pod: Object, cluster: Object) -> NodePlan:
+    """The Ray node a head or worker Pod of `cluster` becomes; UnplannablePodError says why not."""
+    metadata = pod["metadata"]
+    labels = metadata.get("labels") or {}
+    node_type = labels.get(names.NODE_TYPE_LABEL, "")
+    group = _group_of(cluster, node_type=node_type, group_name=labels.get(names.GROUP_LABEL, ""))
+    container = _ray_container(pod)
+    params = complete_params(
+        dict(group),
+        node_type=node_type,
+        head_address=None,
+        container_resources=container.get("resources") or {},
+    )
+    kept = {
+        key: _as_the_shell_reads_it(key, value)
+        for key, value in params.items()
+        if key in PASSED_THROUGH_PARAMS
+    }
+    kept["object-store-memory"] = str(_object_store_bytes(kept.get("object-store-memory")))
+    dropped = sorted(
+        key
+        for key in (group.get("rayStartParams") or {})
+        if key not in PASSED_THROUGH_PARAMS and key != "block"
+    )
+    return NodePlan(
+        namespace=metadata.get("namespace", ""),
+        pod=metadata["name"],
+        uid=metadata.get("uid", ""),
+        cluster=cluster["metadata"]["name"],
+        cluster_uid=cluster["metadata"].get("uid", ""),
+        node_type=node_type,
+        params=kept,
+        env=container_env(container),
+        mounts=config_map_mounts(pod, container),
+        dropped_params=tuple(dropped),
+    )
+
+
+def plan_submitter(pod: Object) -> SubmitterPlan:
+    """The command a RayJob submitter Pod runs; UnplannablePodError when it names none (an image's
+    own entrypoint cannot run here)."""
+    metadata = pod["metadata"]
+    container = _ray_container(pod)
+    argv = [str(word) for word in (container.get("command") or [])]
+    argv += [str(word) for word in (container.get("args") or [])]
+    if not container.get("command"):
+        raise UnplannablePodError(
+            "the submitter container sets no command; only an explicit command can run locally"
+        )
+    return SubmitterPlan(
+        namespace=metadata.get("namespace", ""),
+        pod=metadata["name"],
+        uid=metadata.get("uid", ""),
+        rayjob=(metadata.get("labels") or {}).get(names.ORIGINATED_FROM_CR_NAME_LABEL, ""),
+        argv=tuple(argv),
+        env=container_env(container),
+        mounts=config_map_mounts(pod, container),
+    )
+
+
+def container_env(container: Object) -> dict[str, str]:
+    """The container's literal env values (`valueFrom` needs a kubelet; agent-owned names are
+    set by the agent)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env") or ():
+        name = entry.get("name")
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or name in AGENT_OWNED_ENV:
+            continue
+        if "valueFrom" in entry:
+            continue
+        env[name] = str(entry.get("value") or "")
+    return env
+
+
+def config_map_mounts(pod: Object, container: Object) -> tuple[ConfigMapMount, ...]:
+    """The ConfigMap volumes `container` mounts whole (a `subPath` mount is left out)."""
+    volumes = {
+        volume.get("name"): volume["configMap"]
+        for volume in (pod.get("spec") or {}).get("volumes") or ()
+        if isinstance(volume.get("configMap"), Mapping) and volume["configMap"].get("name")
+    }
+    mounts = []
+    for mount in container.get("volumeMounts") or ():
+        source = volumes.get(mount.get("name"))
+        path = str(mount.get("mountPath") or "")
+        if source is None or mount.get("subPath") or not path.startswith("/"):
+            continue
+        items = tuple(
+            (str(item["key"]), str(item["path"]))
+            for item in source.get("items") or ()
+            if item.get("key") and _is_inside(str(item.get("path") or ""))
+        )
+        mounts.append(
+            ConfigMapMount(
+                volume=str(mount["name"]),
+                config_map=str(source["name"]),
+                mount_path=path.rstrip("/") or "/",
+                items=items,
+                optional=bool(source.get("optional")),
+            )
+        )
+    return tuple(mounts)
+
+
+def config_map_files(mount: ConfigMapMount, data: Mapping[str, str]) -> dict[str, str]:
+    """Relative path → content of the files a ConfigMap volume shows, as the kubelet lays them
+    out (every key by name, or only the listed items at their paths)."""
+    if not mount.items:
+        return {key: value for key, value in data.items() if _is_inside(key)}
+    return {path: data[key] for key, path in mount.items if key in data}
+
+
+def rewrite_paths(value: str, local_dirs: Mapping[str, str]) -> str:
+    """`value` with each mount path (as a whole path component) replaced by its local copy."""
+    for mount_path in sorted(local_dirs, key=len, reverse=True):
+        pattern = rf"(?<![^:=\s'\"]){re.escape(mount_path)}(?=/|:|$|\s|'|\")"
+        # A function, not a template: a local path may hold backslashes.
+        value = re.sub(pattern, _constant(local_dirs[mount_path]), value)
+    return value
+
+
+def replace_address(words: Sequence[str], *, old: str, new: str) -> tuple[str, ...]:
+    """Each word with the head Service's `host:port` replaced by the local one."""
+    if not old:
+        return tuple(words)
+    return tuple(word.replace(old, new) for word in words)
+
+
+def ray_start_argv(
+    plan: NodePlan,
+    *,
+    ray: str,
+    node_ip: str,
+    ports: NodePorts,
+    temp_dir: str,
+    gcs_address: str | None = None,
+) -> list[str]:
+    """`ray start --block` for the node: its shape flags, then the agent's addresses and ports.
+
+    Workers need `gcs_address` (`ip:port` of their head's GCS).
+    """
+    argv = [ray, "start", "--block", "--disable-usage-stats", f"--node-ip-address={node_ip}"]
+    if plan.is_head:
+        argv += [
+            "--head",
+            f"--port={ports.gcs}",
+            "--include-dashboard=true",
+            f"--dashboard-host={node_ip}",
+            f"--dashboard-port={ports.dashboard}",
+            f"--ray-client-server-port={ports.client_server}",
+        ]
+    else:
+        if not gcs_address:
+            raise ValueError(f"worker Pod {plan.pod} needs its head's GCS address")
+        argv.append(f"--address={gcs_address}")
+    argv += [
+        f"--node-manager-port={ports.node_manager}",
+        f"--object-manager-port={ports.object_manager}",
+        f"--runtime-env-agent-port={ports.runtime_env_agent}",
+        f"--dashboard-agent-grpc-port={ports.dashboard_agent_grpc}",
+        f"--dashboard-agent-listen-port={ports.dashboard_agent_listen}",
+        f"--metrics-export-port={ports.metrics_export}",
+        f"--temp-dir={temp_dir}",
+    ]
+    for key in sorted(plan.params):
+        value = plan.params[key]
+        if value.lower() == "true":
+            argv.append(f"--{key}")
+        elif value.lower() != "false":
+            argv.append(f"--{key}={value}")
+    return argv
+
+
+def node_env(
+    plan: NodePlan, *, base: Mapping[str, str], node_ip: str, ports: NodePorts
+) -> dict[str, str]:
+    """The process environment: the machine's, the Pod's literal values, then what the agent
+    owns (Serve proxies bind the cluster's address; worker proxies each get their own port)."""
+    env = {**base, **plan.env}
+    env["RAY_SERVE_DEFAULT_HTTP_HOST"] = node_ip
+    if not plan.is_head and ports.serve_worker_proxy:
+        env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] = str(ports.serve_worker_proxy)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def shape_summary(plan: NodePlan) -> str:
+    """`num-cpus=1 memory=1073741824 resources={"x": 1}`: what an Event says the node got."""
+    return " ".join(f"{key}={plan.params[key]}" for key in sorted(plan.params))
+
+
+def _is_inside(path: str) -> bool:
+    """A relative path that stays inside its volume's directory."""
+    return bool(_RELATIVE_PATH.fullmatch(path)) and ".." not in path.split("/")
+
+
+def _as_the_shell_reads_it(key: str, value: str) -> str:
+    """A param's value as `ray start` gets it in a KubeRay Pod, whose command is a shell line:
+    `'{"highmem":2}'` and `"{\\"highmem\\": 2}"` both become `{"highmem": 2}`."""
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise UnplannablePodError(f"rayStartParams {key}: {error} in {value[:60]!r}") from None
+    if len(words) > 1:
+        raise UnplannablePodError(
+            f"rayStartParams {key}: {value[:60]!r} is {len(words)} words to the shell; quote it"
+        )
+    return words[0] if words else ""
+
+
+def _constant(text: str) -> Callable[[re.Match[str]], str]:
+    return lambda _: text
+
+
+def _group_of(cluster: Object, *, node_type: str, group_name: str) -> Mapping[str, Any]:
+    spec = cluster.get("spec") or {}
+    if node_type == names.HEAD_NODE:
+        return spec.get("headGroupSpec") or {}
+    for group in spec.get("workerGroupSpecs") or ():
+        if group.get("groupName") == group_name:
+            return dict(group)
+    raise UnplannablePodError(
+        f"worker group {group_name!r} is not in RayCluster {cluster['metadata']['name']}"
+    )
+
+
+def _ray_container(pod: Object) -> Mapping[str, Any]:
+    containers = (pod.get("spec") or {}).get("containers") or ()
+    if not containers:
+        raise UnplannablePodError("the Pod has no container")
+    return dict(containers[0])
+
+
+def _object_store_bytes(requested: str | None) -> int:
+    if requested is None:
+        return DEFAULT_OBJECT_STORE_BYTES
+    try:
+        value = int(float(json.loads(requested) if requested.startswith('"') else requested))
+    except (ValueError, OverflowError):
+        raise UnplannablePodError(
+            f"rayStartParams object-store-memory {requested[:40]!r} is not a number of bytes"
+        ) from None
+    return max(min(value, MAX_OBJECT_STORE_BYTES), 80 * 1024 * 1024)

@@ -1,0 +1,277 @@
+"""What a Pod becomes on this machine: the local Ray agent's pure planning, on Pods built by the
+operator's own builders."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from ray_operator.builders.pods import build_head_pod, build_worker_pod
+from ray_operator.localray.plan import (
+    DEFAULT_OBJECT_STORE_BYTES,
+    MAX_OBJECT_STORE_BYTES,
+    NodePorts,
+    UnplannablePodError,
+    cluster_address,
+    config_map_files,
+    config_map_mounts,
+    container_env,
+    is_ray_job_submitter_pod,
+    is_ray_node_pod,
+    node_env,
+    plan_node,
+    plan_submitter,
+    ray_start_argv,
+    replace_address,
+    rewrite_paths,
+)
+
+from tests.builders.clusters import ray_container, raycluster, worker_group
+
+PORTS = NodePorts(
+    node_manager=1001,
+    object_manager=1002,
+    runtime_env_agent=1003,
+    dashboard_agent_grpc=1004,
+    dashboard_agent_listen=1005,
+    metrics_export=1006,
+    gcs=1007,
+    dashboard=1008,
+    client_server=1009,
+)
+
+
+def with_pod_uid(pod: dict[str, Any], uid: str = "pod-uid") -> dict[str, Any]:
+    pod["metadata"]["uid"] = uid
+    return pod
+
+
+def shaped_cluster() -> dict[str, Any]:
+    large = worker_group("large", rayStartParams={"resources": '"{\\"highmem\\": 2}"'})
+    large["template"]["spec"]["containers"] = [ray_container("ray-worker", cpu="2", memory="4Gi")]
+    cluster = raycluster(groups=[worker_group("small"), large])
+    cluster["spec"]["headGroupSpec"]["rayStartParams"] = {
+        "num-cpus": "0",
+        "dashboard-host": "0.0.0.0",
+        "port": "6380",
+        "temp-dir": "/somewhere/else",
+    }
+    return cluster
+
+
+def test_a_head_keeps_its_shape_and_the_agent_chooses_addresses_and_ports() -> None:
+    cluster = shaped_cluster()
+    plan = plan_node(with_pod_uid(build_head_pod(cluster, suffix="a")), cluster)
+    assert plan.is_head
+    assert plan.params == {
+        "num-cpus": "0",
+        "memory": str(2 * 1024**3),
+        "object-store-memory": str(DEFAULT_OBJECT_STORE_BYTES),
+    }
+    assert plan.dropped_params == ("dashboard-host", "port", "temp-dir")
+
+    argv = ray_start_argv(plan, ray="ray", node_ip="127.1.2.3", ports=PORTS, temp_dir="/tmp/x")
+    assert argv[:4] == ["ray", "start", "--block", "--disable-usage-stats"]
+    assert argv[4] == "--node-ip-address=127.1.2.3"
+    for flag in (
+        "--head",
+        "--port=1007",
+        "--dashboard-host=127.1.2.3",
+        "--dashboard-port=1008",
+        "--temp-dir=/tmp/x",
+        "--num-cpus=0",
+    ):
+        assert flag in argv
+    assert not any(word.startswith("--temp-dir=/somewhere") for word in argv)
+
+
+def test_a_worker_gets_its_groups_resources_as_the_shell_would_pass_them() -> None:
+    cluster = shaped_cluster()
+    pod = with_pod_uid(build_worker_pod(cluster, "large", suffix="b", replica_index=0))
+    plan = plan_node(pod, cluster)
+    assert plan.params["num-cpus"] == "2"
+    assert plan.params["resources"] == '{"highmem": 2}'
+
+    argv = ray_start_argv(
+        plan, ray="ray", node_ip="127.1.2.3", ports=PORTS, temp_dir="/t", gcs_address="127.1.2.3:9"
+    )
+    assert "--address=127.1.2.3:9" in argv
+    assert '--resources={"highmem": 2}' in argv
+    assert "--head" not in argv
+
+
+def test_a_worker_without_its_heads_address_is_refused() -> None:
+    cluster = shaped_cluster()
+    plan = plan_node(build_worker_pod(cluster, "small", suffix="c", replica_index=0), cluster)
+    with pytest.raises(ValueError, match="GCS address"):
+        ray_start_argv(plan, ray="ray", node_ip="127.1.2.3", ports=PORTS, temp_dir="/t")
+
+
+@pytest.mark.parametrize(
+    ("requested", "granted"),
+    [
+        ("100000000", 100_000_000),
+        ("1e30", MAX_OBJECT_STORE_BYTES),
+        ("1", 80 * 1024 * 1024),
+    ],
+)
+def test_the_object_store_is_capped_on_both_sides(requested: str, granted: int) -> None:
+    cluster = raycluster()
+    cluster["spec"]["headGroupSpec"]["rayStartParams"] = {"object-store-memory": requested}
+    plan = plan_node(build_head_pod(cluster, suffix="a"), cluster)
+    assert plan.params["object-store-memory"] == str(granted)
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "message"),
+    [
+        ("object-store-memory", "lots", "not a number of bytes"),
+        ("object-store-memory", "9" * 5000, "not a number of bytes"),
+        ("resources", '{"a": 1}', "2 words"),
+        ("resources", '"unclosed', "No closing quotation"),
+    ],
+)
+def test_a_param_ray_could_not_read_is_refused_with_its_name(
+    param: str, value: str, message: str
+) -> None:
+    cluster = raycluster()
+    cluster["spec"]["headGroupSpec"]["rayStartParams"] = {param: value}
+    with pytest.raises(UnplannablePodError, match=message) as raised:
+        plan_node(build_head_pod(cluster, suffix="a"), cluster)
+    assert len(str(raised.value)) < 200
+
+
+def test_a_pod_of_a_group_the_cluster_no_longer_has_is_refused() -> None:
+    cluster = raycluster()
+    pod = build_worker_pod(cluster, "workers", suffix="a", replica_index=0)
+    renamed = copy.deepcopy(cluster)
+    renamed["spec"]["workerGroupSpecs"][0]["groupName"] = "other"
+    with pytest.raises(UnplannablePodError, match="'workers' is not in RayCluster demo"):
+        plan_node(pod, renamed)
+
+
+def test_only_literal_env_values_pass_and_the_agents_own_names_are_left_out() -> None:
+    container = {
+        "env": [
+            {"name": "PYTHONPATH", "value": "/home/ray/apps"},
+            {"name": "MY_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "RAY_ADDRESS", "value": "demo-head-svc:6379"},
+            {"name": "PATH", "value": "/evil"},
+            {"name": "bad name", "value": "x"},
+            {"name": "EMPTY"},
+        ]
+    }
+    assert container_env(container) == {"PYTHONPATH": "/home/ray/apps", "EMPTY": ""}
+
+
+def test_serve_proxies_bind_the_clusters_address_and_workers_get_their_own_port() -> None:
+    cluster = raycluster()
+    worker = plan_node(build_worker_pod(cluster, "workers", suffix="a", replica_index=0), cluster)
+    ports = NodePorts(1, 2, 3, 4, 5, 6, serve_worker_proxy=7)
+    env = node_env(worker, base={"HOME": "/root"}, node_ip="127.9.9.9", ports=ports)
+    assert env["RAY_SERVE_DEFAULT_HTTP_HOST"] == "127.9.9.9"
+    assert env["RAY_SERVE_WORKER_PROXY_HTTP_PORT"] == "7"
+    assert env["HOME"] == "/root"
+
+
+def test_config_map_volumes_become_files_laid_out_as_the_kubelet_does() -> None:
+    pod = {
+        "spec": {
+            "volumes": [
+                {"name": "code", "configMap": {"name": "code-cm"}},
+                {
+                    "name": "picked",
+                    "configMap": {
+                        "name": "picked-cm",
+                        "items": [
+                            {"key": "a", "path": "sub/a.py"},
+                            {"key": "b", "path": "../escape.py"},
+                        ],
+                    },
+                },
+                {"name": "scratch", "emptyDir": {}},
+            ]
+        }
+    }
+    container = {
+        "volumeMounts": [
+            {"name": "code", "mountPath": "/home/ray/code/"},
+            {"name": "picked", "mountPath": "/picked"},
+            {"name": "code", "mountPath": "/one-file.py", "subPath": "main.py"},
+            {"name": "scratch", "mountPath": "/scratch"},
+        ]
+    }
+    code, picked = config_map_mounts(pod, container)
+    assert (code.config_map, code.mount_path, code.items) == ("code-cm", "/home/ray/code", ())
+    assert picked.items == (("a", "sub/a.py"),)
+    assert config_map_files(code, {"main.py": "x", "../up": "y"}) == {"main.py": "x"}
+    assert config_map_files(picked, {"a": "1", "b": "2"}) == {"sub/a.py": "1"}
+
+
+def test_mount_paths_in_values_point_at_the_local_copies() -> None:
+    local = {"/home/ray/apps": "/state/pods/u/volumes/apps", "/home/ray": "/state/home"}
+    assert (
+        rewrite_paths("/home/ray/apps:/home/ray/apps/lib:/home/ray", local)
+        == "/state/pods/u/volumes/apps:/state/pods/u/volumes/apps/lib:/state/home"
+    )
+    apps_only = {"/home/ray/apps": "/local/apps"}
+    assert rewrite_paths("/home/ray/appsX:/opt/home/ray/apps", apps_only) == (
+        "/home/ray/appsX:/opt/home/ray/apps"
+    )
+    assert rewrite_paths("python /home/ray/apps/run.py", local) == (
+        "python /state/pods/u/volumes/apps/run.py"
+    )
+
+
+def test_a_submitter_runs_its_command_against_the_local_dashboard() -> None:
+    pod = {
+        "metadata": {
+            "name": "job-abc",
+            "namespace": "ns1",
+            "uid": "u",
+            "labels": {
+                "ray.io/originated-from-crd": "RayJob",
+                "ray.io/originated-from-cr-name": "job",
+            },
+            "ownerReferences": [{"kind": "Job", "name": "job", "uid": "j"}],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "ray-job-submitter",
+                    "command": ["/bin/bash", "-ce", "--"],
+                    "args": ["ray job submit --address http://job-head-svc.ns1.svc:8265 -- x"],
+                    "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+                }
+            ]
+        },
+    }
+    assert is_ray_job_submitter_pod(pod)
+    assert not is_ray_node_pod(pod)
+    plan = plan_submitter(pod)
+    assert plan.rayjob == "job"
+    argv = replace_address(plan.argv, old="job-head-svc.ns1.svc:8265", new="127.4.5.6:77")
+    assert argv[-1] == "ray job submit --address http://127.4.5.6:77 -- x"
+
+    del pod["spec"]["containers"][0]["command"]
+    with pytest.raises(UnplannablePodError, match="sets no command"):
+        plan_submitter(pod)
+
+
+def test_a_jobs_pod_with_the_heads_labels_is_not_a_ray_node() -> None:
+    pod = build_head_pod(raycluster(), suffix="a")
+    assert is_ray_node_pod(pod)
+    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "redis-cleanup", "uid": "x"}]
+    assert not is_ray_node_pod(pod)
+    assert not is_ray_job_submitter_pod(pod)
+
+
+@pytest.mark.parametrize("uid", ["", "a", "uid-1", "x" * 1000, "\u2603"])
+def test_a_clusters_address_is_loopback_but_never_the_one_ray_rewrites(uid: str) -> None:
+    address = cluster_address(uid)
+    octets = [int(part) for part in address.split(".")]
+    assert octets[0] == 127
+    assert 2 <= octets[3] <= 253
+    assert address != "127.0.0.1"
+    assert cluster_address(uid) == address
