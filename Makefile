@@ -17,9 +17,10 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	@touch $@
 
-## run: the operator against an embedded local control plane (or $$KUBECONFIG's cluster)
+## run: the operator against an embedded local control plane (or $$KUBECONFIG's cluster), with
+## local Ray; flags of `ray-operator dev` in RUN_ARGS (e.g. RUN_ARGS=--no-local-ray)
 run: $(INSTALLED) binaries
-	$(BIN)/ray-operator dev
+	$(BIN)/ray-operator dev $(RUN_ARGS)
 
 ## test: lint, type-check, then the whole test suite against a real kube-apiserver
 test: lint typecheck binaries pytest

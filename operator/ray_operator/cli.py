@@ -22,6 +22,8 @@ from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentFactory
+    from ray_operator.dashboard.resolver import DashboardResolver
+    from ray_operator.localray.agent import LocalRayOptions, LocalRayRegistry
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
     from ray_operator.webhooks import WebhookOptions
@@ -61,6 +63,26 @@ def _build_parser() -> argparse.ArgumentParser:
         default=Path(".local-cluster"),
         help="where the local control plane keeps its state (default: %(default)s)",
     )
+    dev.add_argument(
+        "--local-ray",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give head, worker and RayJob submitter Pods on the local control plane's fake node "
+        "real local Ray processes (default: on; --no-local-ray for the API behaviour only)",
+    )
+    dev.add_argument(
+        "--local-ray-max-clusters",
+        type=_positive_int,
+        default=4,
+        help="local Ray clusters at once, about 0.5 GiB each (default: %(default)s)",
+    )
+    dev.add_argument(
+        "--local-ray-max-nodes",
+        type=_positive_int,
+        default=12,
+        help="local Ray nodes (heads and workers) at once, about 0.25 GiB per worker "
+        "(default: %(default)s)",
+    )
     dev.set_defaults(handler=_dev)
 
     local = commands.add_parser("local-cluster", help="the embedded local control plane")
@@ -85,7 +107,14 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> int:
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) -> int:
     from ray_operator.app import run
     from ray_operator.settings import settings_from_args
     from ray_operator.webhooks import webhook_options_from_args
@@ -97,10 +126,22 @@ def _run(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise SystemExit(f"ray-operator run: {error}") from None
+    if local_ray is None:
+        return run(
+            settings,
+            controllers=controllers_for(settings),
+            components=components_for(settings, webhooks),
+        )
+    from ray_operator.localray.agent import LocalRayRegistry, local_ray_component
+
+    registry = LocalRayRegistry()
     return run(
         settings,
-        controllers=controllers_for(settings),
-        components=components_for(settings, webhooks),
+        controllers=controllers_for(settings, local_ray=registry),
+        components=[
+            *components_for(settings, webhooks),
+            local_ray_component(registry=registry, options=local_ray),
+        ],
     )
 
 
@@ -122,9 +163,12 @@ def components_for(settings: Settings, webhooks: WebhookOptions) -> list[Compone
     return components
 
 
-def controllers_for(settings: Settings) -> list[ControllerFactory]:
+def controllers_for(
+    settings: Settings, *, local_ray: LocalRayRegistry | None = None
+) -> list[ControllerFactory]:
     """The RayCluster, RayJob, RayService and RayServeGraph controllers, reaching dashboards
-    and fetching graph documents as configured."""
+    (local Ray clusters first, when the agent runs) and fetching graph documents as
+    configured."""
     from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.controllers.rayjob import rayjob_controller
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
@@ -133,9 +177,13 @@ def controllers_for(settings: Settings) -> list[ControllerFactory]:
     from ray_operator.servegraph.fetch import FetchPolicy
     from ray_operator.validation.limits import ClusterLimits
 
-    resolver = resolver_from_overrides(
+    resolver: DashboardResolver = resolver_from_overrides(
         settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
     )
+    if local_ray is not None:
+        from ray_operator.localray.agent import LocalRayResolver
+
+        resolver = LocalRayResolver(local_ray, fallback=resolver)
     limits = ClusterLimits(max_pods_per_cluster=settings.max_pods_per_cluster)
     return [
         functools.partial(RayClusterController, limits=limits),
@@ -159,7 +207,7 @@ def _dev(args: argparse.Namespace) -> int:
     args.metrics_addr = listen_on_loopback(args.metrics_addr)
     control_plane = None
     if not (args.kubeconfig or os.environ.get("KUBECONFIG")):
-        control_plane = LocalControlPlane(args.dir)
+        control_plane = LocalControlPlane(args.dir, ray_job_submitters_run_locally=args.local_ray)
         print(f"Starting the embedded control plane in {control_plane.directory} ...", flush=True)
         control_plane.start()
         args.kubeconfig = str(control_plane.kubeconfig)
@@ -176,11 +224,32 @@ def _dev(args: argparse.Namespace) -> int:
             "    kubectl get rayclusters,pods\n",
             flush=True,
         )
-        return _run(args)
+        return _run(args, local_ray=_local_ray_options(args))
     finally:
         if control_plane is not None:
             print("Stopping the embedded control plane ...", flush=True)
             control_plane.stop()
+
+
+def _local_ray_options(args: argparse.Namespace) -> LocalRayOptions | None:
+    from ray_operator.localcluster.controlplane import FAKE_NODE_NAME
+    from ray_operator.localray.agent import LocalRayOptions
+
+    if not args.local_ray:
+        return None
+    print(
+        "Local Ray is on: head, worker and RayJob submitter Pods on the fake node get real Ray "
+        f"processes (at most {args.local_ray_max_clusters} clusters, "
+        f"{args.local_ray_max_nodes} nodes; --no-local-ray turns it off). Their addresses are "
+        "printed here and in each Pod's events.",
+        flush=True,
+    )
+    return LocalRayOptions(
+        directory=(args.dir / "local-ray").resolve(),
+        node_name=FAKE_NODE_NAME,
+        max_clusters=args.local_ray_max_clusters,
+        max_nodes=args.local_ray_max_nodes,
+    )
 
 
 def install_crds(kubeconfig: Path) -> None:

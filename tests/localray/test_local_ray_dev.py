@@ -1,0 +1,338 @@
+"""`ray-operator dev` with its local Ray agent: real Ray behind the fake kubelet.
+
+One `ray-operator dev` (its own control plane, with the controller-manager, and the agent) serves
+the module. RayJobs in both submission modes reach SUCCEEDED on real Ray processes, the RayService
+sample answers through its local Serve proxy, a two-group cluster shows its shape in the Ray
+dashboard, a Pod over the cluster cap is told so, and every deletion ends its processes and
+frees its ports. The last test stops a run of its own and finds nothing left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import textwrap
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ray_operator.localray.plan import cluster_address
+
+from tests.conftest import SAMPLES, Kubectl
+from tests.localray.dev_operator import (
+    DevOperator,
+    events_of,
+    get_json,
+    get_text,
+    head_pod,
+    local_head_addresses,
+    processes_on,
+)
+from tests.runtime.processes import wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+MAX_CLUSTERS = 2
+JOB_STATUS = "{.status.jobStatus}/{.status.jobDeploymentStatus}"
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevOperator]:
+    operator = DevOperator(
+        tmp_path_factory.mktemp("local-ray") / "dev",
+        f"--local-ray-max-clusters={MAX_CLUSTERS}",
+        "--local-ray-max-nodes=6",
+    )
+    try:
+        operator.wait_ready()
+        yield operator
+    finally:
+        operator.stop()
+
+
+@pytest.fixture
+def kubectl(dev: DevOperator) -> Kubectl:
+    return dev.kubectl
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
+    name = request.node.name.lower().replace("_", "-")[:50].strip("-")
+    kubectl("create", "namespace", name)
+    return name
+
+
+def apply(kubectl: Kubectl, namespace: str, manifest: str) -> None:
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=textwrap.dedent(manifest))
+
+
+def field(kubectl: Kubectl, namespace: str, kind_name: str, path: str) -> str:
+    return kubectl("get", "-n", namespace, kind_name, "-o", f"jsonpath={path}")
+
+
+def wait_for_job(kubectl: Kubectl, namespace: str, name: str) -> None:
+    def finished() -> bool:
+        status = field(kubectl, namespace, f"rayjob/{name}", JOB_STATUS)
+        if "Failed" in status or "FAILED" in status:
+            pytest.fail(kubectl("get", "-n", namespace, f"rayjob/{name}", "-o", "yaml"))
+        return status == "SUCCEEDED/Complete"
+
+    wait_until(finished, timeout=240, interval=1.0, what=f"RayJob {name} SUCCEEDED/Complete")
+
+
+def uid_of(kubectl: Kubectl, namespace: str, kind_name: str) -> str:
+    return field(kubectl, namespace, kind_name, "{.metadata.uid}")
+
+
+def assert_freed(address: str, dashboard_url: str) -> None:
+    """No process of the cluster is left, and its dashboard port takes no connection."""
+    wait_until(
+        lambda: not processes_on(address),
+        timeout=60,
+        interval=0.5,
+        what=f"the processes on {address} to end",
+    )
+    port = urllib.parse.urlsplit(dashboard_url).port
+    assert port is not None
+    with socket.socket() as probe:
+        probe.settimeout(2)
+        assert probe.connect_ex((address, port)) != 0, f"{dashboard_url} still answers"
+
+
+def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    apply(
+        kubectl,
+        namespace,
+        """
+        apiVersion: ray.io/v1
+        kind: RayJob
+        metadata: {name: http-job}
+        spec:
+          submissionMode: HTTPMode
+          entrypoint: >-
+            python -c "import ray; ray.init(); print('cpus', ray.cluster_resources()['CPU'])"
+          rayClusterSpec:
+            headGroupSpec:
+              rayStartParams: {num-cpus: "1"}
+              template:
+                spec:
+                  containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
+            workerGroupSpecs:
+              - groupName: workers
+                replicas: 1
+                rayStartParams: {num-cpus: "1"}
+                template:
+                  spec:
+                    containers: [{name: ray-worker, image: rayproject/ray:2.52.0}]
+        """,
+    )
+    wait_for_job(kubectl, namespace, "http-job")
+    cluster = field(kubectl, namespace, "rayjob/http-job", "{.status.rayClusterName}")
+    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
+    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    job_id = field(kubectl, namespace, "rayjob/http-job", "{.status.jobId}")
+    logs = get_text(f"{dashboard}/api/jobs/{job_id}/logs")
+    assert "cpus 2.0" in logs
+
+    kubectl("delete", "-n", namespace, "rayjob/http-job", "--wait=true", "--timeout=120s")
+    assert_freed(address, dashboard)
+
+
+def test_the_ray_job_sample_succeeds_through_its_submitter_pod(
+    dev: DevOperator, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "ray-job.sample.yaml"))
+    wait_for_job(kubectl, namespace, "ray-job-sample")
+
+    submitter = kubectl(
+        "get", "pods", "-n", namespace, "-l", "job-name=ray-job-sample",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    )  # fmt: skip
+    assert field(kubectl, namespace, f"pod/{submitter}", "{.status.phase}") == "Succeeded"
+    output = dev.directory / "local-ray" / "logs" / f"{namespace}_{submitter}.log"
+    assert "17984 primes below 200000" in output.read_text()
+    assert events_of(kubectl, namespace, submitter, "LocalRayStarted")
+
+    cluster = field(kubectl, namespace, "rayjob/ray-job-sample", "{.status.rayClusterName}")
+    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
+    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    kubectl("delete", "-n", namespace, "rayjob/ray-job-sample", "--wait=true", "--timeout=120s")
+    assert_freed(address, dashboard)
+
+
+def test_the_ray_service_sample_answers_on_its_local_serve_url(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "ray-service.sample.yaml"))
+    wait_until(
+        lambda: (
+            field(
+                kubectl,
+                namespace,
+                "rayservice/ray-service-sample",
+                '{.status.conditions[?(@.type=="Ready")].status}',
+            )
+            == "True"
+        ),
+        timeout=240,
+        interval=1.0,
+        what="the RayService to be Ready",
+    )
+    cluster = field(
+        kubectl,
+        namespace,
+        "rayservice/ray-service-sample",
+        "{.status.activeServiceStatus.rayClusterName}",
+    )
+    dashboard, serve = local_head_addresses(kubectl, namespace, cluster)
+    assert get_text(f"{serve}/greet?name=Ray") == "Hello, Ray!"
+
+    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    kubectl("delete", "-n", namespace, "rayservice/ray-service-sample", "--wait=true")
+    assert_freed(address, dashboard)
+
+
+def test_a_two_group_cluster_shows_its_nodes_and_resources_in_the_dashboard(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    apply(
+        kubectl,
+        namespace,
+        """
+        apiVersion: ray.io/v1
+        kind: RayCluster
+        metadata: {name: shaped}
+        spec:
+          headGroupSpec:
+            rayStartParams: {num-cpus: "0"}
+            template:
+              spec:
+                containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
+          workerGroupSpecs:
+            - groupName: small
+              replicas: 2
+              rayStartParams: {}
+              template:
+                spec:
+                  containers:
+                    - name: ray-worker
+                      image: rayproject/ray:2.52.0
+                      resources: {limits: {cpu: "1", memory: 1Gi}}
+            - groupName: large
+              replicas: 1
+              rayStartParams: {resources: '"{\\"highmem\\": 2}"'}
+              template:
+                spec:
+                  containers:
+                    - name: ray-worker
+                      image: rayproject/ray:2.52.0
+                      resources: {limits: {cpu: "2", memory: 2Gi}}
+        """,
+    )
+    dashboard, _ = local_head_addresses(kubectl, namespace, "shaped")
+    alive: list[dict[str, object]] = []
+
+    def four_alive() -> bool:
+        try:
+            summary = get_json(f"{dashboard}/nodes?view=summary")["data"]["summary"]
+        except OSError:  # the dashboard starts a few seconds after the head's Event
+            return False
+        alive[:] = [node for node in summary if node["raylet"]["state"] == "ALIVE"]
+        return len(alive) == 4
+
+    wait_until(four_alive, timeout=120, interval=1.0, what="4 alive Ray nodes")
+    shapes = sorted(
+        (
+            node["raylet"]["resourcesTotal"].get("CPU", 0.0),  # type: ignore[index]
+            node["raylet"]["resourcesTotal"].get("highmem", 0.0),  # type: ignore[index]
+            node["raylet"]["resourcesTotal"].get("memory", 0.0),  # type: ignore[index]
+        )
+        for node in alive
+    )
+    gib = 1024.0**3
+    assert [shape[:2] for shape in shapes] == [(0.0, 0.0), (1.0, 0.0), (1.0, 0.0), (2.0, 2.0)]
+    assert [shape[2] for shape in shapes[1:]] == [gib, gib, 2 * gib]
+
+    address = cluster_address(uid_of(kubectl, namespace, "raycluster/shaped"))
+    kubectl("delete", "-n", namespace, "raycluster/shaped", "--wait=true")
+    assert_freed(address, dashboard)
+
+
+HEAD_ONLY_CLUSTER = """
+    apiVersion: ray.io/v1
+    kind: RayCluster
+    metadata: {{name: {name}}}
+    spec:
+      headGroupSpec:
+        rayStartParams: {{num-cpus: "0"}}
+        template:
+          spec:
+            containers: [{{name: ray-head, image: rayproject/ray:2.52.0}}]
+"""
+
+
+def test_a_head_over_the_cluster_cap_is_told_and_starts_once_room_is_made(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    names = [f"capped-{index}" for index in range(MAX_CLUSTERS + 1)]
+    for name in names[:MAX_CLUSTERS]:
+        apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name=name))
+        local_head_addresses(kubectl, namespace, name)
+    apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name=names[-1]))
+
+    def told() -> list[str]:
+        pod = head_pod(kubectl, namespace, names[-1])
+        return events_of(kubectl, namespace, pod, "LocalRayCapReached") if pod else []
+
+    wait_until(told, timeout=60, interval=0.5, what="a LocalRayCapReached Event")
+    assert "--local-ray-max-clusters=2" in told()[0]
+    pod = head_pod(kubectl, namespace, names[-1])
+    assert not events_of(kubectl, namespace, pod, "LocalRayStarted")
+
+    kubectl("delete", "-n", namespace, f"raycluster/{names[0]}", "--wait=true")
+    local_head_addresses(kubectl, namespace, names[-1])
+    for name in names[1:]:
+        kubectl("delete", "-n", namespace, f"raycluster/{name}", "--wait=true")
+
+
+def test_a_plain_job_pod_still_completes_at_once(kubectl: Kubectl, namespace: str) -> None:
+    """Only RayJob submitters are left to the agent; KWOK completes every other Job's Pod."""
+    kubectl(
+        "create", "job", "plain", "-n", namespace, "--image=busybox", "--", "true"
+    )  # fmt: skip
+    wait_until(
+        lambda: field(kubectl, namespace, "job/plain", "{.status.succeeded}") == "1",
+        timeout=60,
+        interval=0.5,
+        what="the plain Job to succeed",
+    )
+
+
+def test_stopping_dev_ends_every_local_ray_process(tmp_path: Path) -> None:
+    operator = DevOperator(tmp_path / "dev")
+    try:
+        operator.wait_ready()
+        apply(operator.kubectl, "default", HEAD_ONLY_CLUSTER.format(name="left-running"))
+        local_head_addresses(operator.kubectl, "default", "left-running")
+        uid = uid_of(operator.kubectl, "default", "raycluster/left-running")
+        assert processes_on(cluster_address(uid))
+        assert operator.recorded_process_groups
+    finally:
+        code = operator.stop()
+    assert code == 0, operator.log_tail()
+    wait_until(
+        lambda: not processes_on(cluster_address(uid)),
+        timeout=30,
+        interval=0.5,
+        what="no process left on the stopped cluster's address",
+    )
+    assert operator.recorded_process_groups == {}
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
+    ).stdout
+    assert leftovers == "", f"processes of the stopped run remain: {leftovers}"
+    assert json.loads((operator.directory / "local-ray" / "processes.json").read_text()) == {}
