@@ -74,13 +74,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "--local-ray-max-clusters",
         type=_positive_int,
         default=4,
-        help="local Ray clusters at once, about 0.5 GiB each (default: %(default)s)",
+        help="local Ray clusters at once, about 1 GiB per head (default: %(default)s)",
     )
     dev.add_argument(
         "--local-ray-max-nodes",
         type=_positive_int,
-        default=12,
-        help="local Ray nodes (heads and workers) at once, about 0.25 GiB per worker "
+        default=10,
+        help="local Ray nodes (heads and workers) at once, 0.3-0.6 GiB per worker "
         "(default: %(default)s)",
     )
     dev.set_defaults(handler=_dev)

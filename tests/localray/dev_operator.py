@@ -78,6 +78,11 @@ class DevOperator:
         text = self.log_path.read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
+    def component_pid(self, name: str) -> int:
+        """The pid of a control-plane component dev started (from its state file)."""
+        state = json.loads((self.directory / "state.json").read_text())
+        return int(state["processes"][name]["pid"])
+
     @property
     def recorded_process_groups(self) -> dict[str, Any]:
         path = self.directory / "local-ray" / "processes.json"

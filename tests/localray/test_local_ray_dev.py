@@ -10,9 +10,12 @@ frees its ports. The last test stops a run of its own and finds nothing left beh
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import textwrap
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +39,7 @@ pytestmark = pytest.mark.timeout(600)
 
 MAX_CLUSTERS = 2
 JOB_STATUS = "{.status.jobStatus}/{.status.jobDeploymentStatus}"
+READY_CONDITION = '{.status.conditions[?(@.type=="Ready")].status}'
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +88,14 @@ def wait_for_job(kubectl: Kubectl, namespace: str, name: str) -> None:
 
 def uid_of(kubectl: Kubectl, namespace: str, kind_name: str) -> str:
     return field(kubectl, namespace, kind_name, "{.metadata.uid}")
+
+
+def answers(url: str) -> bool:
+    try:
+        get_text(f"{url}/api/version", timeout=2)
+    except OSError:
+        return False
+    return True
 
 
 def assert_freed(address: str, dashboard_url: str) -> None:
@@ -296,6 +308,64 @@ def test_a_head_over_the_cluster_cap_is_told_and_starts_once_room_is_made(
     kubectl("delete", "-n", namespace, f"raycluster/{names[0]}", "--wait=true")
     local_head_addresses(kubectl, namespace, names[-1])
     for name in names[1:]:
+        kubectl("delete", "-n", namespace, f"raycluster/{name}", "--wait=true")
+
+
+def test_a_pod_ray_could_not_start_is_told_why_and_gets_no_process(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    apply(
+        kubectl,
+        namespace,
+        """
+        apiVersion: ray.io/v1
+        kind: RayCluster
+        metadata: {name: unreadable}
+        spec:
+          headGroupSpec:
+            rayStartParams: {object-store-memory: "lots"}
+            template:
+              spec:
+                containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
+        """,
+    )
+
+    def told() -> list[str]:
+        pod = head_pod(kubectl, namespace, "unreadable")
+        return events_of(kubectl, namespace, pod, "LocalRayUnplannable") if pod else []
+
+    wait_until(told, timeout=60, interval=0.5, what="a LocalRayUnplannable Event")
+    assert "object-store-memory 'lots' is not a number of bytes" in told()[0]
+    uid = uid_of(kubectl, namespace, "raycluster/unreadable")
+    assert not processes_on(cluster_address(uid))
+    pod = head_pod(kubectl, namespace, "unreadable")
+    assert field(kubectl, namespace, f"pod/{pod}", READY_CONDITION) == "False"
+
+
+def test_local_processes_outlive_an_api_server_that_stops_answering(
+    dev: DevOperator, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name="steady"))
+    dashboard, _ = local_head_addresses(kubectl, namespace, "steady")
+    wait_until(lambda: answers(dashboard), timeout=60, interval=0.5, what="the dashboard")
+    address = cluster_address(uid_of(kubectl, namespace, "raycluster/steady"))
+    head_group = {int(pid) for pid in dev.recorded_process_groups} & set(processes_on(address))
+    assert len(head_group) == 1
+
+    apiserver = dev.component_pid("kube-apiserver")
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        time.sleep(15)  # the agent's lists time out meanwhile; nothing may be stopped for it
+        assert head_group <= set(processes_on(address))
+        assert answers(dashboard)
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+
+    apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name="after"))
+    local_head_addresses(kubectl, namespace, "after")
+    assert head_group <= set(processes_on(address))
+    assert head_group <= {int(pid) for pid in dev.recorded_process_groups}
+    for name in ("steady", "after"):
         kubectl("delete", "-n", namespace, f"raycluster/{name}", "--wait=true")
 
 

@@ -80,9 +80,9 @@ class LocalRayOptions:
     node_name: str
     """The fake node whose Pods get processes."""
     max_clusters: int = 4
-    """Local Ray clusters at once (each head is ~0.5 GiB)."""
-    max_nodes: int = 12
-    """Local Ray nodes (heads and workers) at once (each worker is ~0.25 GiB)."""
+    """Local Ray clusters at once (a head with its dashboard and Serve is about 1 GiB)."""
+    max_nodes: int = 10
+    """Local Ray nodes (heads and workers) at once (a worker is 0.3-0.6 GiB)."""
     poll_interval: float = 1.0
     ray_executable: str = field(default_factory=lambda: str(Path(sys.executable).parent / "ray"))
     """`ray` of the operator's own environment: entrypoints run with its Python."""
