@@ -23,6 +23,7 @@ from ray_operator.localcluster.binaries import default_cache_dir
 if TYPE_CHECKING:
     from ray_operator.app import ComponentFactory
     from ray_operator.dashboard.resolver import DashboardResolver
+    from ray_operator.localcluster.controlplane import LocalControlPlane
     from ray_operator.localray.agent import LocalRayOptions, LocalRayRegistry
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
@@ -224,16 +225,19 @@ def _dev(args: argparse.Namespace) -> int:
             "    kubectl get rayclusters,pods\n",
             flush=True,
         )
-        return _run(args, local_ray=_local_ray_options(args))
+        return _run(args, local_ray=_local_ray_options(args, control_plane))
     finally:
         if control_plane is not None:
             print("Stopping the embedded control plane ...", flush=True)
             control_plane.stop()
 
 
-def _local_ray_options(args: argparse.Namespace) -> LocalRayOptions | None:
+def _local_ray_options(
+    args: argparse.Namespace, control_plane: LocalControlPlane | None
+) -> LocalRayOptions | None:
     from ray_operator.localcluster.controlplane import FAKE_NODE_NAME
     from ray_operator.localray.agent import LocalRayOptions
+    from ray_operator.localray.plan import KubeAccess
 
     if not args.local_ray:
         return None
@@ -244,11 +248,22 @@ def _local_ray_options(args: argparse.Namespace) -> LocalRayOptions | None:
         "printed here and in each Pod's events.",
         flush=True,
     )
+    access = None
+    if control_plane is not None:
+        ca, cert, key = control_plane.admin_credentials()
+        access = KubeAccess(
+            host="127.0.0.1",
+            port=control_plane.ports.apiserver,
+            ca_file=str(ca),
+            cert_file=str(cert),
+            key_file=str(key),
+        )
     return LocalRayOptions(
         directory=(args.dir / "local-ray").resolve(),
         node_name=FAKE_NODE_NAME,
         max_clusters=args.local_ray_max_clusters,
         max_nodes=args.local_ray_max_nodes,
+        kube_access=access,
     )
 
 

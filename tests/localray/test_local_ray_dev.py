@@ -154,6 +154,53 @@ def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
     assert_freed(address, dashboard)
 
 
+def test_rays_autoscaler_adds_a_worker_for_real_demand(kubectl: Kubectl, namespace: str) -> None:
+    apply(
+        kubectl,
+        namespace,
+        """
+        apiVersion: ray.io/v1
+        kind: RayJob
+        metadata: {name: needs-a-worker}
+        spec:
+          submissionMode: HTTPMode
+          entrypoint: >-
+            python -c "import ray; ray.init();
+            print(ray.get(ray.remote(num_cpus=1)(lambda: 'ran on a new worker').remote()))"
+          rayClusterSpec:
+            enableInTreeAutoscaling: true
+            autoscalerOptions: {idleTimeoutSeconds: 600}
+            headGroupSpec:
+              rayStartParams: {num-cpus: "0"}
+              template:
+                spec:
+                  containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
+            workerGroupSpecs:
+              - groupName: on-demand
+                replicas: 0
+                minReplicas: 0
+                maxReplicas: 2
+                rayStartParams: {num-cpus: "1"}
+                template:
+                  spec:
+                    containers: [{name: ray-worker, image: rayproject/ray:2.52.0}]
+        """,
+    )
+    wait_for_job(kubectl, namespace, "needs-a-worker")
+    cluster = field(kubectl, namespace, "rayjob/needs-a-worker", "{.status.rayClusterName}")
+    replicas = field(
+        kubectl, namespace, f"raycluster/{cluster}", "{.spec.workerGroupSpecs[0].replicas}"
+    )
+    assert replicas == "1"
+    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
+    job_id = field(kubectl, namespace, "rayjob/needs-a-worker", "{.status.jobId}")
+    assert "ran on a new worker" in get_text(f"{dashboard}/api/jobs/{job_id}/logs")
+
+    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    kubectl("delete", "-n", namespace, "rayjob/needs-a-worker", "--wait=true", "--timeout=120s")
+    assert_freed(address, dashboard)
+
+
 def test_the_ray_job_sample_succeeds_through_its_submitter_pod(
     dev: DevOperator, kubectl: Kubectl, namespace: str
 ) -> None:

@@ -11,8 +11,11 @@ from ray_operator.builders.pods import build_head_pod, build_worker_pod
 from ray_operator.localray.plan import (
     DEFAULT_OBJECT_STORE_BYTES,
     MAX_OBJECT_STORE_BYTES,
+    KubeAccess,
     NodePorts,
     UnplannablePodError,
+    autoscaler_argv,
+    autoscaler_env,
     cluster_address,
     config_map_files,
     config_map_mounts,
@@ -257,6 +260,35 @@ def test_a_submitter_runs_its_command_against_the_local_dashboard() -> None:
     del pod["spec"]["containers"][0]["command"]
     with pytest.raises(UnplannablePodError, match="sets no command"):
         plan_submitter(pod)
+
+
+def test_an_autoscaling_head_hands_scaling_to_its_sidecar_with_the_agents_credentials() -> None:
+    cluster = raycluster(enableInTreeAutoscaling=True)
+    plan = plan_node(build_head_pod(cluster, suffix="a"), cluster)
+    assert plan.params["no-monitor"] == "true"
+    assert plan.autoscaler_env is not None
+    assert plan.autoscaler_env["KUBERAY_CRD_VER"] == "v1"
+
+    access = KubeAccess(host="127.0.0.1", port=6443, ca_file="ca", cert_file="c", key_file="k")
+    env = autoscaler_env(plan, base={"PATH": "/venv/bin"}, access=access)
+    assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+    assert env["KUBERNETES_SERVICE_PORT_HTTPS"] == "6443"
+    assert env["RAY_KUBERAY_CLIENT_CERT_PATH"] == "c"
+    assert (env["RAY_CLUSTER_NAME"], env["RAY_CLUSTER_NAMESPACE"]) == ("demo", "ns1")
+    assert autoscaler_argv(plan, ray="ray", gcs_address="127.1.1.1:5") == [
+        "ray",
+        "kuberay-autoscaler",
+        "--cluster-name=demo",
+        "--cluster-namespace=ns1",
+        "--gcs-address=127.1.1.1:5",
+    ]
+
+
+def test_a_head_without_autoscaling_keeps_rays_own_monitor() -> None:
+    cluster = raycluster()
+    plan = plan_node(build_head_pod(cluster, suffix="a"), cluster)
+    assert "no-monitor" not in plan.params
+    assert plan.autoscaler_env is None
 
 
 def test_a_jobs_pod_with_the_heads_labels_is_not_a_ray_node() -> None:

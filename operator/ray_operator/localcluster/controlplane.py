@@ -155,6 +155,11 @@ class LocalControlPlane:
     def _state_file(self) -> Path:
         return self.directory / "state.json"
 
+    def admin_credentials(self) -> tuple[Path, Path, Path]:
+        """(CA, client certificate, client key) files of the admin identity, for local
+        processes that speak to the API server themselves (Ray's autoscaler)."""
+        return self._pki_dir / "ca.crt", self._pki_dir / "admin.crt", self._pki_dir / "admin.key"
+
     def log_file(self, component: str) -> Path:
         return self.directory / "logs" / f"{component}.log"
 

@@ -37,10 +37,13 @@ from ray_operator import labels as names
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localray.plan import (
     ConfigMapMount,
+    KubeAccess,
     NodePlan,
     NodePorts,
     SubmitterPlan,
     UnplannablePodError,
+    autoscaler_argv,
+    autoscaler_env,
     cluster_address,
     config_map_files,
     is_ray_job_submitter_pod,
@@ -84,6 +87,8 @@ class LocalRayOptions:
     max_nodes: int = 10
     """Local Ray nodes (heads and workers) at once (a worker is 0.3-0.6 GiB)."""
     poll_interval: float = 1.0
+    kube_access: KubeAccess | None = None
+    """How Ray's autoscaler reaches the API server; None: autoscaling heads run without it."""
     ray_executable: str = field(default_factory=lambda: str(Path(sys.executable).parent / "ray"))
     """`ray` of the operator's own environment: entrypoints run with its Python."""
 
@@ -157,6 +162,7 @@ class _Running:
     head_uid: str = ""
     """For a worker: the head it joined (a new head means a restart)."""
     gcs_ready: bool = False
+    autoscaler: LocalProcess | None = None
     ready_reported: bool = False
     ended_reported: bool = False
 
@@ -313,7 +319,15 @@ class LocalRayAgent:
     async def _start_node(
         self, pod: Object, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
     ) -> _Running:
-        others = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers", ())[1:]]
+        runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
+        others = [
+            name
+            for container in (pod.get("spec") or {}).get("containers", ())[1:]
+            if not (
+                (name := container.get("name", "")) == names.AUTOSCALER_CONTAINER_NAME
+                and runs_autoscaler
+            )
+        ]
         if others:
             await self._tell_once(
                 pod,
@@ -357,6 +371,34 @@ class LocalRayAgent:
                 continue
             if running.process.returncode is None and running.ports is not None:
                 running.gcs_ready = await _accepts(running.address, running.ports.gcs)
+                if running.gcs_ready:
+                    await self._start_autoscaler(running)
+
+    async def _start_autoscaler(self, head: _Running) -> None:
+        """The head's autoscaler sidecar, once its GCS is up (it patches the RayCluster's
+        replicas from Ray's real demand; the operator and this agent do the rest)."""
+        plan, ports = head.plan, head.ports
+        if plan is None or ports is None or plan.autoscaler_env is None:
+            return
+        access = self._options.kube_access
+        if access is None:
+            await self._tell_once(
+                head.pod,
+                "LocalRayAutoscalerNotRun",
+                "Ray's autoscaler does not run locally: the agent has no client certificate for "
+                "this API server (it has one for the embedded control plane of `make run`)",
+            )
+            return
+        env = autoscaler_env(plan, base=self._base_env, access=access)
+        argv = autoscaler_argv(
+            plan, ray=self._options.ray_executable, gcs_address=f"{head.address}:{ports.gcs}"
+        )
+        log_path = self._log_path(head.pod).with_suffix(".autoscaler.log")
+        process = LocalProcess(
+            argv, env=env, cwd=head.files, log_path=log_path, records=self._records
+        )
+        await process.start()
+        head.autoscaler = process
 
     async def _mark_ready(self) -> None:
         """Make a node's Pod Ready once its Ray node listens (the head: GCS and dashboard; a
@@ -469,6 +511,14 @@ class LocalRayAgent:
 
     async def _report_ended(self) -> None:
         for running in self._running.values():
+            autoscaler = running.autoscaler
+            if autoscaler is not None and autoscaler.returncode is not None:
+                await self._tell_once(
+                    running.pod,
+                    "LocalRayAutoscalerEnded",
+                    f"Ray's autoscaler ended with exit code {autoscaler.returncode}; the cluster "
+                    f"no longer scales. Last lines of {autoscaler.log_path}:\n" + autoscaler.tail(),
+                )
             code = running.process.returncode
             if code is None or running.ended_reported:
                 continue
@@ -518,6 +568,8 @@ class LocalRayAgent:
         running = self._running.pop(uid, None)
         if running is None:
             return
+        if running.autoscaler is not None:
+            await running.autoscaler.stop()
         await running.process.stop()
         plan = running.plan
         if plan is not None and plan.is_head:

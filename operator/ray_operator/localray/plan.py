@@ -84,6 +84,8 @@ class NodePlan:
     mounts: tuple[ConfigMapMount, ...]
     dropped_params: tuple[str, ...] = ()
     """Params the Pod sets that the agent chooses itself (reported once, not silently lost)."""
+    autoscaler_env: Mapping[str, str] | None = None
+    """The literal env of the head's Ray autoscaler sidecar; None when the Pod has none."""
 
     @property
     def is_head(self) -> bool:
@@ -101,6 +103,18 @@ class SubmitterPlan:
     argv: tuple[str, ...]
     env: Mapping[str, str]
     mounts: tuple[ConfigMapMount, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeAccess:
+    """How a local process reaches the API server with a client certificate (Ray's autoscaler
+    reads these from `RAY_KUBERAY_*` variables instead of a ServiceAccount token)."""
+
+    host: str
+    port: int
+    ca_file: str
+    cert_file: str
+    key_file: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +183,10 @@ def plan_node(pod: Object, cluster: Object) -> NodePlan:
         if key in PASSED_THROUGH_PARAMS
     }
     kept["object-store-memory"] = str(_object_store_bytes(kept.get("object-store-memory")))
+    autoscaler = _container_named(pod, names.AUTOSCALER_CONTAINER_NAME)
+    if autoscaler is not None:
+        # As in the Pod: the sidecar scales the cluster, so Ray's own monitor must not.
+        kept["no-monitor"] = "true"
     dropped = sorted(
         key
         for key in (group.get("rayStartParams") or {})
@@ -185,6 +203,7 @@ def plan_node(pod: Object, cluster: Object) -> NodePlan:
         env=container_env(container),
         mounts=config_map_mounts(pod, container),
         dropped_params=tuple(dropped),
+        autoscaler_env=None if autoscaler is None else container_env(autoscaler),
     )
 
 
@@ -336,6 +355,37 @@ def node_env(
     return env
 
 
+def autoscaler_argv(plan: NodePlan, *, ray: str, gcs_address: str) -> list[str]:
+    """Ray's KubeRay autoscaler for the head's cluster, as its sidecar runs it."""
+    return [
+        ray,
+        "kuberay-autoscaler",
+        f"--cluster-name={plan.cluster}",
+        f"--cluster-namespace={plan.namespace}",
+        f"--gcs-address={gcs_address}",
+    ]
+
+
+def autoscaler_env(
+    plan: NodePlan, *, base: Mapping[str, str], access: KubeAccess
+) -> dict[str, str]:
+    """The sidecar's env, and the API server it patches RayClusters on (`KUBERNETES_SERVICE_*`
+    as in a Pod, a client certificate instead of a ServiceAccount token)."""
+    return {
+        **base,
+        **(plan.autoscaler_env or {}),
+        "RAY_CLUSTER_NAME": plan.cluster,
+        "RAY_CLUSTER_NAMESPACE": plan.namespace,
+        "RAY_HEAD_POD_NAME": plan.pod,
+        "KUBERNETES_SERVICE_HOST": access.host,
+        "KUBERNETES_SERVICE_PORT_HTTPS": str(access.port),
+        "RAY_KUBERAY_CA_CERT_PATH": access.ca_file,
+        "RAY_KUBERAY_CLIENT_CERT_PATH": access.cert_file,
+        "RAY_KUBERAY_CLIENT_KEY_PATH": access.key_file,
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+
+
 def shape_summary(plan: NodePlan) -> str:
     """`num-cpus=1 memory=1073741824 resources={"x": 1}`: what an Event says the node got."""
     return " ".join(f"{key}={plan.params[key]}" for key in sorted(plan.params))
@@ -374,6 +424,13 @@ def _group_of(cluster: Object, *, node_type: str, group_name: str) -> Mapping[st
     raise UnplannablePodError(
         f"worker group {group_name!r} is not in RayCluster {cluster['metadata']['name']}"
     )
+
+
+def _container_named(pod: Object, name: str) -> Mapping[str, Any] | None:
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        if container.get("name") == name:
+            return dict(container)
+    return None
 
 
 def _ray_container(pod: Object) -> Mapping[str, Any]:
