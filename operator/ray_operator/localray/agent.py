@@ -28,7 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -219,19 +219,32 @@ class LocalRayAgent:
     async def sync(self, pods: Sequence[Object]) -> None:
         """One pass: stop what lost its Pod, report what ended, start what is missing."""
         wanted = {pod["metadata"]["uid"]: pod for pod in pods if _wants_process(pod)}
-        for uid in [uid for uid in self._running if uid not in wanted]:
-            await self._stop(uid)
+        # Concurrently: each stop may wait out a grace period.
+        await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
         await self._check_heads()
         await self._mark_ready()
         await self._report_ended()
         for pod in wanted.values():
             if is_ray_node_pod(pod) and _node_type(pod) == names.HEAD_NODE:
-                await self._ensure_head(pod)
+                await self._for_pod(pod, self._ensure_head)
         for pod in wanted.values():
             if is_ray_node_pod(pod) and _node_type(pod) == names.WORKER_NODE:
-                await self._ensure_worker(pod)
+                await self._for_pod(pod, self._ensure_worker)
             elif is_ray_job_submitter_pod(pod):
-                await self._ensure_submitter(pod)
+                await self._for_pod(pod, self._ensure_submitter)
+
+    async def _for_pod(
+        self, pod: Object, step: Callable[[Object], Coroutine[Any, Any, None]]
+    ) -> None:
+        """Run one Pod's step; a failure (an API call that timed out, a process that could not
+        be started) is logged and retried on the next pass, never the end of the operator."""
+        try:
+            await step(pod)
+        except (KubeError, OSError) as error:
+            metadata = pod["metadata"]
+            logger.warning(
+                "local Ray: %s/%s: %s (retrying)", metadata["namespace"], metadata["name"], error
+            )
 
     async def stop_all(self) -> None:
         """Stop every process the agent started (workers first, heads last)."""
@@ -336,10 +349,11 @@ class LocalRayAgent:
                 "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
             )
         files = self._pod_directory(pod)
-        temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
         local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
         env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
         env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
+        # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
+        temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
         argv = ray_start_argv(
             plan,
             ray=self._options.ray_executable,
@@ -351,7 +365,11 @@ class LocalRayAgent:
         process = LocalProcess(
             argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
         )
-        await process.start()
+        try:
+            await process.start()
+        except OSError:
+            await asyncio.to_thread(_remove_files, files, temp_dir)
+            raise
         running = _Running(
             pod=pod,
             process=process,
@@ -397,7 +415,13 @@ class LocalRayAgent:
         process = LocalProcess(
             argv, env=env, cwd=head.files, log_path=log_path, records=self._records
         )
-        await process.start()
+        try:
+            await process.start()
+        except OSError as error:
+            await self._tell_once(
+                head.pod, "LocalRayAutoscalerNotRun", f"Ray's autoscaler could not start: {error}"
+            )
+            return
         head.autoscaler = process
 
     async def _mark_ready(self) -> None:

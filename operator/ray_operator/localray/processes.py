@@ -136,8 +136,12 @@ class ProcessRecords:
         return ended
 
     def _save(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._path.write_text(json.dumps({str(pid): t for pid, t in self._groups.items()}))
+        # Only a later run's cleanup depends on the file: failing to write it stops nothing.
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._path.write_text(json.dumps({str(pid): t for pid, t in self._groups.items()}))
+        except OSError as error:
+            logger.warning("cannot record local Ray processes in %s: %s", self._path, error)
 
 
 def reserve_ports(count: int) -> list[int]:
