@@ -127,22 +127,18 @@ def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) 
         )
     except ValueError as error:
         raise SystemExit(f"ray-operator run: {error}") from None
-    if local_ray is None:
-        return run(
-            settings,
-            controllers=controllers_for(settings),
-            components=components_for(settings, webhooks),
-        )
-    from ray_operator.localray.agent import LocalRayRegistry, local_ray_component
+    components = components_for(settings, webhooks)
+    registry = None
+    if local_ray is not None:
+        from ray_operator.localray.agent import LocalRayRegistry, local_ray_component
 
-    registry = LocalRayRegistry()
+        # Written by the agent, read by the controllers' dashboard resolver.
+        registry = LocalRayRegistry()
+        components.append(local_ray_component(registry=registry, options=local_ray))
     return run(
         settings,
         controllers=controllers_for(settings, local_ray=registry),
-        components=[
-            *components_for(settings, webhooks),
-            local_ray_component(registry=registry, options=local_ray),
-        ],
+        components=components,
     )
 
 

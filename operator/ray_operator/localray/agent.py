@@ -4,20 +4,21 @@ Every `poll_interval` it lists the Pods bound to the fake node and keeps one loc
 Pod that should have one (level-triggered, like the reconcilers: a missed change is seen on the
 next list, an API server that is away only delays it):
 
-- a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address; once its GCS
-  accepts connections, the cluster is in the registry the operator's dashboard resolver reads;
+- a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address, entered at
+  once in the registry the operator's dashboard resolver reads; once its GCS accepts
+  connections, its autoscaler sidecar (if the Pod has one) runs as `ray kuberay-autoscaler`;
 - a worker Pod: `ray start --address=<that head's GCS>`, started once the head's GCS is up (and
   again, against the new head, when the head is replaced);
 - a RayJob submitter Pod (K8sJobMode): its command, pointed at the local dashboard; when it ends
   the agent writes the Pod's terminal phase, which KWOK leaves to it (see
   `LocalControlPlane(ray_job_submitters_run_locally=True)`).
 
+A Ray node's Pod turns Ready when its node listens, as a kubelet's readiness probe would make it.
 A Pod that is deleted (or ends) has its process group stopped and its files removed. Caps on
 clusters and nodes keep a few samples from taking the machine's memory; a Pod over a cap gets a
 Warning Event saying which flag to raise, and starts as soon as room is made. When the agent
 stops (Ctrl-C on `make run`), every process it started is stopped first.
 """
-
 from __future__ import annotations
 
 import asyncio
