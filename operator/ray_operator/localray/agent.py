@@ -19,6 +19,7 @@ clusters and nodes keep a few samples from taking the machine's memory; a Pod ov
 Warning Event saying which flag to raise, and starts as soon as room is made. When the agent
 stops (Ctrl-C on `make run`), every process it started is stopped first.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -243,8 +244,15 @@ class LocalRayAgent:
             await step(pod)
         except (KubeError, OSError) as error:
             metadata = pod["metadata"]
-            logger.warning(
-                "local Ray: %s/%s: %s (retrying)", metadata["namespace"], metadata["name"], error
+            message = f"no local process yet: {error} (tried again every pass)"
+            told = await self._tell_once(pod, "LocalRayStartFailed", message)
+            # Once per Pod at WARNING: a lasting failure must not flood the log every second.
+            logger.log(
+                logging.WARNING if told else logging.DEBUG,
+                "local Ray: %s/%s: %s",
+                metadata["namespace"],
+                metadata["name"],
+                message,
             )
 
     async def stop_all(self) -> None:
@@ -651,12 +659,14 @@ class LocalRayAgent:
             local_dirs[mount.mount_path] = str(directory)
         return local_dirs
 
-    async def _tell_once(self, pod: Object, reason: str, message: str) -> None:
+    async def _tell_once(self, pod: Object, reason: str, message: str) -> bool:
+        """A Warning Event the first time a Pod has `reason`; whether this call told it."""
         key = (pod["metadata"]["uid"], reason)
         if key in self._told:
-            return
+            return False
         self._told.add(key)
         await self._record(pod, reason=reason, message=message, type="Warning")
+        return True
 
     async def _record(
         self, pod: Object, *, reason: str, message: str, type: EventType = "Normal"
