@@ -17,6 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
 from ray_operator.runtime.errors import NotLeader
+from ray_operator.runtime.kinds import LEASE
 from ray_operator.runtime.leader import LeaderElector, LeaseConfig
 
 from tests.runtime.waiting import eventually
@@ -97,6 +98,50 @@ async def test_of_two_candidates_exactly_one_leads(api: ApiClient, namespace: st
         await eventually(lambda: a.leading.is_set() or b.leading.is_set())
         await asyncio.sleep(TIMING["lease_duration"] * 1.5)  # through several renewals
         assert [a.leading.is_set(), b.leading.is_set()].count(True) == 1
+
+
+async def test_a_leader_renews_with_one_request_per_period(api: ApiClient, namespace: str) -> None:
+    """A PUT carrying the resourceVersion of its own last write; no GET before each (KubeRay's
+    client-go reads first: two requests per renewal)."""
+    metrics = Metrics()
+    async with candidate(api, namespace, "leader", metrics=metrics) as leader:
+        await asyncio.wait_for(leader.leading.wait(), timeout=10)
+        before = _requests(metrics)
+        await asyncio.sleep(TIMING["retry_period"] * 8)
+        during = {verb: count - before.get(verb, 0) for verb, count in _requests(metrics).items()}
+        assert leader.leading.is_set()
+    assert during.get("get", 0) == 0
+    assert during.get("update", 0) >= 4
+
+
+async def test_a_lease_written_by_someone_else_is_read_again_before_the_next_renewal(
+    api: ApiClient, namespace: str
+) -> None:
+    metrics = Metrics()
+    client = KubeClient(api, metrics=Metrics())
+    async with candidate(api, namespace, "leader", metrics=metrics) as leader:
+        await asyncio.wait_for(leader.leading.wait(), timeout=10)
+        lease = await client.get(LEASE, "lease", namespace=namespace)
+        lease["metadata"].setdefault("annotations", {})["touched-by"] = "someone-else"
+        touched = await client.replace(LEASE, lease)
+        before = _requests(metrics)
+        await eventually(lambda: _requests(metrics).get("get", 0) > before.get("get", 0))
+        await asyncio.sleep(TIMING["retry_period"] * 4)
+        assert leader.leading.is_set()
+        renewed = await client.get(LEASE, "lease", namespace=namespace)
+    assert renewed["spec"]["holderIdentity"] == "leader"
+    assert renewed["spec"]["renewTime"] > touched["spec"]["renewTime"]
+
+
+def _requests(metrics: Metrics) -> dict[str, float]:
+    """Requests sent so far, by verb."""
+    counts: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_api_requests_total"):
+                verb = sample.labels["verb"]
+                counts[verb] = counts.get(verb, 0) + sample.value
+    return counts
 
 
 async def test_a_standby_says_once_who_leads_not_every_retry(

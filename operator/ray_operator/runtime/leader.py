@@ -100,6 +100,9 @@ class LeaderElector:
         self._observed_at = 0.0  # loop time when `_observed` last changed
         self._renewed_at = float("-inf")  # loop time when our last successful write was sent
         self._lease: Object | None = None  # the Lease as we last wrote/read it
+        # Renew from our own last write (one PUT, its resourceVersion the compare-and-swap) until
+        # a Conflict says someone else wrote; then read the Lease again first.
+        self._own_write_is_current = False
         self._failing = False  # in a streak of failed requests (to log it once)
         self._standby_for = ""  # the leader we last said we stand by for (to say it once)
         metrics.leader.labels(config.name).set(0)
@@ -135,6 +138,7 @@ class LeaderElector:
     async def release(self) -> None:
         was_leading = self.leading.is_set()
         self._set_leading(False)
+        self._own_write_is_current = False
         if not was_leading or self._lease is None:
             return
         lease = self._lease
@@ -196,6 +200,8 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self, *, request_timeout: float) -> bool:
         started = self._now()
+        if self._own_write_is_current and self._lease is not None:
+            return await self._update(self._lease, started, request_timeout=request_timeout)
         try:
             lease = await self._client.get(
                 LEASE,
@@ -269,8 +275,10 @@ class LeaderElector:
                 LEASE, {**lease, "spec": spec}, request_timeout=request_timeout
             )
         except Conflict:
+            self._own_write_is_current = False
             return False
         except KubeError as error:
+            # It may have landed all the same: the next renewal then meets a Conflict and reads.
             self._log_failure("cannot update the lease", error)
             return False
         self._wrote(updated, started)
@@ -301,6 +309,7 @@ class LeaderElector:
         self._failing = False
         spec = lease.get("spec") or {}
         self._lease = lease
+        self._own_write_is_current = True
         self._observed = (
             spec.get("holderIdentity") or "",
             spec.get("renewTime"),
