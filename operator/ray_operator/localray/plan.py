@@ -6,7 +6,8 @@ from the memory limit, custom resources, labels), then only the flags that descr
 shape pass (`PASSED_THROUGH_PARAMS`): addresses, ports and directories are the agent's to choose,
 since every node shares this machine. Each cluster gets a loopback address of its own
 (`cluster_address`), so the head's Serve proxy (always port 8000) and Ray's other listeners are told
-apart per cluster, and nothing is reachable from outside the machine.
+apart per cluster. (Ray binds its GCS, raylet and agent gRPC ports on every address whatever
+the node address; those are free ports the agent picks.)
 
 A RayJob's submitter Pod becomes its container's command, with the head Service's address (the
 RayJob's `status.dashboardURL`) replaced by the local dashboard's.
