@@ -18,6 +18,7 @@ import textwrap
 import time
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -98,19 +99,38 @@ def answers(url: str) -> bool:
     return True
 
 
-def assert_freed(address: str, dashboard_url: str) -> None:
-    """No process of the cluster is left, and its dashboard port takes no connection."""
+@dataclass(frozen=True)
+class LocalHead:
+    """Where a cluster's local head listens: its URLs (from its Event) and its node address."""
+
+    dashboard: str
+    serve: str
+    address: str
+
+
+def local_head(kubectl: Kubectl, namespace: str, cluster: str) -> LocalHead:
+    dashboard, serve = local_head_addresses(kubectl, namespace, cluster)
+    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    return LocalHead(dashboard=dashboard, serve=serve, address=address)
+
+
+def delete_and_expect_freed(
+    kubectl: Kubectl, namespace: str, kind_name: str, head: LocalHead
+) -> None:
+    """Delete the object; then no process of its cluster is left, and the dashboard port takes
+    no connection."""
+    kubectl("delete", "-n", namespace, kind_name, "--wait=true", "--timeout=120s")
     wait_until(
-        lambda: not processes_on(address),
+        lambda: not processes_on(head.address),
         timeout=60,
         interval=0.5,
-        what=f"the processes on {address} to end",
+        what=f"the processes on {head.address} to end",
     )
-    port = urllib.parse.urlsplit(dashboard_url).port
+    port = urllib.parse.urlsplit(head.dashboard).port
     assert port is not None
     with socket.socket() as probe:
         probe.settimeout(2)
-        assert probe.connect_ex((address, port)) != 0, f"{dashboard_url} still answers"
+        assert probe.connect_ex((head.address, port)) != 0, f"{head.dashboard} still answers"
 
 
 def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
@@ -144,14 +164,12 @@ def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
     )
     wait_for_job(kubectl, namespace, "http-job")
     cluster = field(kubectl, namespace, "rayjob/http-job", "{.status.rayClusterName}")
-    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
-    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
+    head = local_head(kubectl, namespace, cluster)
     job_id = field(kubectl, namespace, "rayjob/http-job", "{.status.jobId}")
-    logs = get_text(f"{dashboard}/api/jobs/{job_id}/logs")
+    logs = get_text(f"{head.dashboard}/api/jobs/{job_id}/logs")
     assert "cpus 2.0" in logs
 
-    kubectl("delete", "-n", namespace, "rayjob/http-job", "--wait=true", "--timeout=120s")
-    assert_freed(address, dashboard)
+    delete_and_expect_freed(kubectl, namespace, "rayjob/http-job", head)
 
 
 def test_rays_autoscaler_adds_a_worker_for_real_demand(kubectl: Kubectl, namespace: str) -> None:
@@ -192,13 +210,11 @@ def test_rays_autoscaler_adds_a_worker_for_real_demand(kubectl: Kubectl, namespa
         kubectl, namespace, f"raycluster/{cluster}", "{.spec.workerGroupSpecs[0].replicas}"
     )
     assert replicas == "1"
-    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
+    head = local_head(kubectl, namespace, cluster)
     job_id = field(kubectl, namespace, "rayjob/needs-a-worker", "{.status.jobId}")
-    assert "ran on a new worker" in get_text(f"{dashboard}/api/jobs/{job_id}/logs")
+    assert "ran on a new worker" in get_text(f"{head.dashboard}/api/jobs/{job_id}/logs")
 
-    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
-    kubectl("delete", "-n", namespace, "rayjob/needs-a-worker", "--wait=true", "--timeout=120s")
-    assert_freed(address, dashboard)
+    delete_and_expect_freed(kubectl, namespace, "rayjob/needs-a-worker", head)
 
 
 def test_the_ray_job_sample_succeeds_through_its_submitter_pod(
@@ -217,10 +233,8 @@ def test_the_ray_job_sample_succeeds_through_its_submitter_pod(
     assert events_of(kubectl, namespace, submitter, "LocalRayStarted")
 
     cluster = field(kubectl, namespace, "rayjob/ray-job-sample", "{.status.rayClusterName}")
-    dashboard, _ = local_head_addresses(kubectl, namespace, cluster)
-    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
-    kubectl("delete", "-n", namespace, "rayjob/ray-job-sample", "--wait=true", "--timeout=120s")
-    assert_freed(address, dashboard)
+    head = local_head(kubectl, namespace, cluster)
+    delete_and_expect_freed(kubectl, namespace, "rayjob/ray-job-sample", head)
 
 
 def test_the_ray_service_sample_answers_on_its_local_serve_url(
@@ -247,12 +261,10 @@ def test_the_ray_service_sample_answers_on_its_local_serve_url(
         "rayservice/ray-service-sample",
         "{.status.activeServiceStatus.rayClusterName}",
     )
-    dashboard, serve = local_head_addresses(kubectl, namespace, cluster)
-    assert get_text(f"{serve}/greet?name=Ray") == "Hello, Ray!"
+    head = local_head(kubectl, namespace, cluster)
+    assert get_text(f"{head.serve}/greet?name=Ray") == "Hello, Ray!"
 
-    address = cluster_address(uid_of(kubectl, namespace, f"raycluster/{cluster}"))
-    kubectl("delete", "-n", namespace, "rayservice/ray-service-sample", "--wait=true")
-    assert_freed(address, dashboard)
+    delete_and_expect_freed(kubectl, namespace, "rayservice/ray-service-sample", head)
 
 
 def test_a_two_group_cluster_shows_its_nodes_and_resources_in_the_dashboard(
@@ -292,12 +304,12 @@ def test_a_two_group_cluster_shows_its_nodes_and_resources_in_the_dashboard(
                       resources: {limits: {cpu: "2", memory: 2Gi}}
         """,
     )
-    dashboard, _ = local_head_addresses(kubectl, namespace, "shaped")
+    head = local_head(kubectl, namespace, "shaped")
     alive: list[dict[str, object]] = []
 
     def four_alive() -> bool:
         try:
-            summary = get_json(f"{dashboard}/nodes?view=summary")["data"]["summary"]
+            summary = get_json(f"{head.dashboard}/nodes?view=summary")["data"]["summary"]
         except OSError:  # the dashboard starts a few seconds after the head's Event
             return False
         alive[:] = [node for node in summary if node["raylet"]["state"] == "ALIVE"]
@@ -316,9 +328,7 @@ def test_a_two_group_cluster_shows_its_nodes_and_resources_in_the_dashboard(
     assert [shape[:2] for shape in shapes] == [(0.0, 0.0), (1.0, 0.0), (1.0, 0.0), (2.0, 2.0)]
     assert [shape[2] for shape in shapes[1:]] == [gib, gib, 2 * gib]
 
-    address = cluster_address(uid_of(kubectl, namespace, "raycluster/shaped"))
-    kubectl("delete", "-n", namespace, "raycluster/shaped", "--wait=true")
-    assert_freed(address, dashboard)
+    delete_and_expect_freed(kubectl, namespace, "raycluster/shaped", head)
 
 
 HEAD_ONLY_CLUSTER = """
@@ -393,9 +403,9 @@ def test_local_processes_outlive_an_api_server_that_stops_answering(
     dev: DevOperator, kubectl: Kubectl, namespace: str
 ) -> None:
     apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name="steady"))
-    dashboard, _ = local_head_addresses(kubectl, namespace, "steady")
-    wait_until(lambda: answers(dashboard), timeout=60, interval=0.5, what="the dashboard")
-    address = cluster_address(uid_of(kubectl, namespace, "raycluster/steady"))
+    steady = local_head(kubectl, namespace, "steady")
+    wait_until(lambda: answers(steady.dashboard), timeout=60, interval=0.5, what="the dashboard")
+    address = steady.address
     head_group = {int(pid) for pid in dev.recorded_process_groups} & set(processes_on(address))
     assert len(head_group) == 1
 
@@ -404,7 +414,7 @@ def test_local_processes_outlive_an_api_server_that_stops_answering(
     try:
         time.sleep(15)  # the agent's lists time out meanwhile; nothing may be stopped for it
         assert head_group <= set(processes_on(address))
-        assert answers(dashboard)
+        assert answers(steady.dashboard)
     finally:
         os.kill(apiserver, signal.SIGCONT)
 

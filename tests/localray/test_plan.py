@@ -254,8 +254,8 @@ def test_a_submitter_runs_its_command_against_the_local_dashboard() -> None:
     assert not is_ray_node_pod(pod)
     plan = plan_submitter(pod)
     assert plan.rayjob == "job"
-    argv = replace_address(plan.argv, old="job-head-svc.ns1.svc:8265", new="127.4.5.6:77")
-    assert argv[-1] == "ray job submit --address http://127.4.5.6:77 -- x"
+    command = replace_address(plan.argv[-1], old="job-head-svc.ns1.svc:8265", new="127.4.5.6:77")
+    assert command == "ray job submit --address http://127.4.5.6:77 -- x"
 
     del pod["spec"]["containers"][0]["command"]
     with pytest.raises(UnplannablePodError, match="sets no command"):

@@ -594,16 +594,23 @@ def fake_node_manifest(name: str) -> dict[str, Any]:
 
 
 def _pick_ports() -> Ports:
-    """Free loopback ports, held open together so no two are the same."""
+    """Free loopback ports for every component."""
+    return Ports(*reserve_ports(len(dataclasses.fields(Ports)), host="127.0.0.1"))
+
+
+def reserve_ports(count: int, *, host: str) -> list[int]:
+    """`count` distinct ports free on `host` right now, held open together while chosen so no
+    two are the same (another program may still take one before its user binds it)."""
     sockets = []
-    for _ in range(len(dataclasses.fields(Ports))):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-    numbers = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return Ports(*numbers)
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))  # never listened on: bound only to learn a free port
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _is_alive(process: ComponentProcess) -> bool:

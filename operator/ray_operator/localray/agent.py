@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ray_operator import labels as names
 from ray_operator.dashboard.resolver import DashboardResolver
+from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
     ConfigMapMount,
     KubeAccess,
@@ -58,7 +59,7 @@ from ray_operator.localray.plan import (
     rewrite_paths,
     shape_summary,
 )
-from ray_operator.localray.processes import LocalProcess, ProcessRecords, reserve_ports
+from ray_operator.localray.processes import LocalProcess, ProcessRecords
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
@@ -508,14 +509,13 @@ class LocalRayAgent:
         local_address = f"{local.address}:{local.dashboard_port}"
         files = self._pod_directory(pod)
         local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
-        argv = replace_address(plan.argv, old=in_cluster_address, new=local_address)
-        pod_env = {
-            name: replace_address([value], old=in_cluster_address, new=local_address)[0]
-            for name, value in plan.env.items()
-        }
-        env = {**self._base_env, **pod_env}
-        env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
-        argv = tuple(rewrite_paths(word, local_dirs) for word in argv)
+
+        def localised(text: str) -> str:
+            text = replace_address(text, old=in_cluster_address, new=local_address)
+            return rewrite_paths(text, local_dirs)
+
+        argv = [localised(word) for word in plan.argv]
+        env = {**self._base_env, **{name: localised(value) for name, value in plan.env.items()}}
         process = LocalProcess(
             argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
         )
@@ -613,8 +613,8 @@ class LocalRayAgent:
     # -- helpers --------------------------------------------------------------------------------
 
     async def _has_room(self, pod: Object, *, new_cluster: bool) -> bool:
-        nodes = [r for r in self._running.values() if r.plan is not None]
-        clusters = {r.plan.cluster_uid for r in nodes if r.plan is not None}
+        nodes = [r.plan for r in self._running.values() if r.plan is not None]
+        clusters = {plan.cluster_uid for plan in nodes}
         if new_cluster and len(clusters) >= self._options.max_clusters:
             flag, cap, what = "--local-ray-max-clusters", self._options.max_clusters, "clusters"
         elif len(nodes) >= self._options.max_nodes:
@@ -686,10 +686,11 @@ class LocalRayAgent:
 def _wants_process(pod: Object) -> bool:
     if pod["metadata"].get("deletionTimestamp"):
         return False
-    if not (is_ray_node_pod(pod) or is_ray_job_submitter_pod(pod)):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") or (
-        is_ray_job_submitter_pod(pod)
+    if is_ray_job_submitter_pod(pod):
+        return True  # also once it ended: its end is the agent's to write, then it stays put
+    return is_ray_node_pod(pod) and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
     )
 
 
@@ -701,19 +702,23 @@ def _node_type(pod: Object) -> str:
     return str(((pod.get("metadata") or {}).get("labels") or {}).get(names.NODE_TYPE_LABEL, ""))
 
 
+_COMMON_PORTS = (
+    "node_manager",
+    "object_manager",
+    "runtime_env_agent",
+    "dashboard_agent_grpc",
+    "dashboard_agent_listen",
+    "metrics_export",
+)
+_HEAD_PORTS = (*_COMMON_PORTS, "gcs", "dashboard", "client_server")
+_WORKER_PORTS = (*_COMMON_PORTS, "serve_worker_proxy")
+
+
 def _pick_ports(*, head: bool) -> NodePorts:
-    ports = reserve_ports(10 if head else 7)
-    common = {
-        "node_manager": ports[0],
-        "object_manager": ports[1],
-        "runtime_env_agent": ports[2],
-        "dashboard_agent_grpc": ports[3],
-        "dashboard_agent_listen": ports[4],
-        "metrics_export": ports[5],
-    }
-    if head:
-        return NodePorts(**common, gcs=ports[6], dashboard=ports[7], client_server=ports[8])
-    return NodePorts(**common, serve_worker_proxy=ports[6])
+    port_names = _HEAD_PORTS if head else _WORKER_PORTS
+    # Free on every address: Ray binds some of them on all addresses, whatever the node's.
+    ports = reserve_ports(len(port_names), host="0.0.0.0")
+    return NodePorts(**dict(zip(port_names, ports, strict=True)))
 
 
 async def _accepts(host: str, port: int) -> bool:

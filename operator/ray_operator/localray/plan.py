@@ -20,10 +20,9 @@ mounted code. Nothing here does I/O.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,11 +290,9 @@ def rewrite_paths(value: str, local_dirs: Mapping[str, str]) -> str:
     return value
 
 
-def replace_address(words: Sequence[str], *, old: str, new: str) -> tuple[str, ...]:
-    """Each word with the head Service's `host:port` replaced by the local one."""
-    if not old:
-        return tuple(words)
-    return tuple(word.replace(old, new) for word in words)
+def replace_address(text: str, *, old: str, new: str) -> str:
+    """`text` with the head Service's `host:port` replaced by the local one."""
+    return text.replace(old, new) if old else text
 
 
 def ray_start_argv(
@@ -445,7 +442,7 @@ def _object_store_bytes(requested: str | None) -> int:
     if requested is None:
         return DEFAULT_OBJECT_STORE_BYTES
     try:
-        value = int(float(json.loads(requested) if requested.startswith('"') else requested))
+        value = int(float(requested))  # already unquoted as the shell would
     except (ValueError, OverflowError):
         raise UnplannablePodError(
             f"rayStartParams object-store-memory {requested[:40]!r} is not a number of bytes"

@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import signal
-import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -142,24 +141,6 @@ class ProcessRecords:
             self._path.write_text(json.dumps({str(pid): t for pid, t in self._groups.items()}))
         except OSError as error:
             logger.warning("cannot record local Ray processes in %s: %s", self._path, error)
-
-
-def reserve_ports(count: int) -> list[int]:
-    """`count` distinct ports free on every address right now (Ray binds some on all of them).
-
-    Held open together while chosen, so no two are the same; another program may still take one
-    before Ray binds it, which Ray reports and the agent then tells on the Pod."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            # Bound to learn a free port on every address, never listened on.
-            sock.bind(("0.0.0.0", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _signal_group(pid: int, signum: signal.Signals) -> None:
