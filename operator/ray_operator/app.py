@@ -30,10 +30,9 @@ import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import uvloop
-from kubernetes_asyncio.client import ApiClient
 
 from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
@@ -49,6 +48,9 @@ from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
 from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
 from ray_operator.settings import Settings
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 logger = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything imports them (see lean_imports): a few MiB of idle memory.
+    defer_unneeded_imports()
     parser = _build_parser()
     args = parser.parse_args(argv)
     command: int = args.handler(args)

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
-from kubernetes_asyncio import client as kube_client
-from kubernetes_asyncio import config as kube_config
 
+from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.runtime.errors import KubeError, TransportError, error_from_status
 from ray_operator.runtime.kinds import OPERATOR_NAME, Kind
 
 if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
     # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
@@ -85,7 +86,7 @@ REQUEST_CONNECTIONS = 100
 """Connections for requests, beside those watches hold (kubernetes-asyncio's pool size)."""
 
 
-async def load_api_client(kubeconfig: Path | None, *, watches: int = 0) -> kube_client.ApiClient:
+async def load_api_client(kubeconfig: Path | None, *, watches: int = 0) -> ApiClient:
     """Credentials: `kubeconfig`, else in-cluster, else $KUBECONFIG or ~/.kube/config.
 
     `watches`: how many watches will run at once. Each holds a pooled connection for as long as
@@ -93,6 +94,10 @@ async def load_api_client(kubeconfig: Path | None, *, watches: int = 0) -> kube_
     namespace, a fixed pool of 100 would be all watches at 8 namespaces, and every write would
     wait for a free connection forever.
     """
+    defer_unneeded_imports()  # ~36 MiB of generated modules we never use (see lean_imports)
+    from kubernetes_asyncio import client as kube_client
+    from kubernetes_asyncio import config as kube_config
+
     configuration = kube_client.Configuration()
     configuration.connection_pool_maxsize = watches + REQUEST_CONNECTIONS
     if kubeconfig is not None:
@@ -121,7 +126,7 @@ def _service_account_files() -> dict[str, str]:
     }
 
 
-def _stop_environment_lookups(api: kube_client.ApiClient) -> None:
+def _stop_environment_lookups(api: ApiClient) -> None:
     """Swap kubernetes-asyncio's HTTP session for one that does not trust the environment.
 
     With `trust_env=True` aiohttp looks for ~/.netrc in a thread-pool job on every request: a
@@ -145,7 +150,7 @@ class KubeClient:
 
     def __init__(
         self,
-        api: kube_client.ApiClient,
+        api: ApiClient,
         *,
         metrics: Metrics,
         field_manager: str = OPERATOR_NAME,
