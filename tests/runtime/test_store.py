@@ -30,12 +30,13 @@ def pod(
 
 
 def test_cached_objects_lose_managed_fields_and_the_last_applied_annotation() -> None:
+    # Kinds cached whole (Pods and Jobs keep less: test_projection.py).
     store = Store()
     obj = pod("p")
     obj["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     obj["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{...}", "keep": "me"}
-    store.upsert(POD, obj)
-    cached = store.get(POD, "ns", "p")
+    store.upsert(SERVICE, obj)
+    cached = store.get(SERVICE, "ns", "p")
     assert cached is not None
     assert "managedFields" not in cached["metadata"]
     assert cached["metadata"]["annotations"] == {"keep": "me"}

@@ -203,8 +203,13 @@ class KubeClient:
         field_selector: str | None = None,
         page_size: int = 500,
         request_timeout: float | None = None,
+        keep: Callable[[Object], Object] | None = None,
     ) -> ObjectList:
-        """All objects of a kind (in a namespace, matching selectors), following pagination."""
+        """All objects of a kind (in a namespace, matching selectors), following pagination.
+
+        `keep` is applied to each item as its page arrives (the watch cache passes what it
+        keeps of an object), so only one page of full objects is in memory at a time.
+        """
         items: list[Object] = []
         query: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
@@ -224,7 +229,7 @@ class KubeClient:
             for item in page.get("items") or ():
                 item.setdefault("kind", kind.kind)
                 item.setdefault("apiVersion", kind.api_version)
-                items.append(item)
+                items.append(item if keep is None else keep(item))
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):
                 return ObjectList(items, str(metadata.get("resourceVersion", "")))

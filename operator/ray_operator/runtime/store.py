@@ -6,8 +6,10 @@ namespace + `ray.io/cluster` label) and `list_owned_by` (dependents by owner uid
 synchronous and cost no API call — the hot path of every reconcile.
 
 Objects are plain dicts as the API sent them, minus `metadata.managedFields` and the
-`kubectl.kubernetes.io/last-applied-configuration` annotation (often larger than the object itself).
-They are shared, not copied: callers must not mutate them (build a model or deep-copy first).
+`kubectl.kubernetes.io/last-applied-configuration` annotation (often larger than the object itself);
+Pods and Jobs, held by the thousand, are kept as projections: only the fields the operator reads
+(`projection.py`). They are shared, not copied — between readers, and equal parts of projected
+objects between objects: callers must not mutate them (build a model or deep-copy first).
 
 A controller sees its own writes once the watch delivers them (usually milliseconds later): the
 written object's event enqueues its key again, so "create, then find it in the cache" is a matter
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 
 from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.kinds import Kind
+from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector
 
 Object = dict[str, Any]
 
@@ -131,9 +134,11 @@ class CacheSync:
 class Store:
     """The in-memory cache behind `StoreView`, with its indexes kept in step on every write."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, projections: Mapping[Kind, Fields] = CACHE_PROJECTIONS) -> None:
         self.sync = CacheSync()
         """Which parts of the cache are complete (written by the watchers)."""
+        self._projections = projections
+        self._projector = Projector()
         self._objects: dict[Kind, dict[_Name, Object]] = defaultdict(dict)
         self._by_cluster: dict[tuple[Kind, str, str], set[str]] = defaultdict(set)
         self._by_owner: dict[tuple[Kind, str], set[_Name]] = defaultdict(set)
@@ -167,9 +172,21 @@ class Store:
 
     # -- writes (watchers only) -------------------------------------------------------------
 
-    def upsert(self, kind: Kind, obj: Object) -> Change:
-        """Store the new state of an object (trimmed in place)."""
-        trim(obj)
+    def keep(self, kind: Kind, obj: Object) -> Object:
+        """What the cache keeps of `obj`: its projection, or `obj` itself trimmed in place.
+
+        A LIST applies it page by page as pages arrive, so the full objects of a page are garbage
+        before the next page is read (`replace(..., kept=True)`). Idempotent.
+        """
+        projection = self._projections.get(kind)
+        if projection is None:
+            return trim(obj)
+        return self._projector.project(obj, projection)
+
+    def upsert(self, kind: Kind, obj: Object, *, kept: bool = False) -> Change:
+        """Store the new state of an object (as `keep` makes it, unless it is `kept` already)."""
+        if not kept:
+            obj = self.keep(kind, obj)
         key = _name_of(obj)
         old = self._objects[kind].get(key)
         if old is not None:
@@ -194,12 +211,14 @@ class Store:
         *,
         namespace: str | None = None,
         part: Callable[[Object], bool] | None = None,
+        kept: bool = False,
     ) -> builtins.list[Change]:
         """Make the cache of `kind` (in `namespace`, or everywhere; of the objects `part`
         accepts, when the kind is listed through several selectors) equal a fresh list.
 
         Returns the differences — adds, updates (resourceVersion changed) and the deletions that
         happened while we were not watching — so they are dispatched like watch events.
+        `kept`: the objects went through `keep` already (a LIST applies it page by page).
         """
         changes: list[Change] = []
         seen: set[_Name] = set()
@@ -208,7 +227,7 @@ class Store:
             seen.add(key)
             old = self._objects[kind].get(key)
             if old is None or _resource_version(old) != _resource_version(obj):
-                changes.append(self.upsert(kind, obj))
+                changes.append(self.upsert(kind, obj, kept=kept))
         for key, old in list(self._objects[kind].items()):
             if key in seen or (namespace is not None and key[0] != namespace):
                 continue

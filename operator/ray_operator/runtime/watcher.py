@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import Callable, Mapping
@@ -166,10 +167,13 @@ class Watcher:
 
     async def _relist(self) -> None:
         listed = await self._client.list(
-            self.kind, namespace=self.namespace, label_selector=self.label_selector
+            self.kind,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            keep=functools.partial(self._store.keep, self.kind),
         )
         changes = self._store.replace(
-            self.kind, listed.items, namespace=self.namespace, part=self._owns
+            self.kind, listed.items, namespace=self.namespace, part=self._owns, kept=True
         )
         logger.info(
             "%s: listed %d objects (%d changes) at resourceVersion %s",
