@@ -149,10 +149,11 @@ def components_for(settings: Settings, webhooks: WebhookOptions) -> list[Compone
     """What runs beside the controllers: the admission webhooks and the RayServeGraph event
     endpoint, each when turned on."""
     from ray_operator.servegraph.events import serve_graph_events_component
-    from ray_operator.webhooks import webhook_component
 
     components: list[ComponentFactory] = []
     if webhooks.enabled:
+        from ray_operator.webhooks.component import webhook_component
+
         components.append(webhook_component(webhooks))
     if settings.serve_graph_events_port:
         components.append(

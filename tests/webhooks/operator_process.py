@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +49,10 @@ class WebhookOperator:
 
 @contextlib.contextmanager
 def operator_with_webhooks(
-    kubeconfig: Path, namespace: str, log: Path
+    kubeconfig: Path, namespace: str, log: Path, *, env: Mapping[str, str] | None = None
 ) -> Iterator[WebhookOperator]:
     """`ray-operator run --webhooks` for `namespace`: ready (caches synced, webhooks listening)
-    on entry, stopped with SIGTERM (exit code 0) on exit."""
+    on entry, stopped with SIGTERM (exit code 0) on exit. `env`: as `running_operator`'s."""
     port = free_port()
     with running_operator(
         kubeconfig,
@@ -64,6 +64,7 @@ def operator_with_webhooks(
         "--webhooks",
         f"--webhook-url-base=https://127.0.0.1:{port}",
         f"--webhook-namespace={namespace}",
+        env=env,
     ) as operator:
         operator.wait_until(lambda: _listening(port), "webhook listener", 30)
         yield WebhookOperator(operator, port)

@@ -16,12 +16,30 @@ with the controllers; this package only adapts them to admission. See README.md 
 rules, the defaults, the modes and the wiring.
 """
 
-from ray_operator.webhooks.component import Webhooks, webhook_component
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ray_operator.webhooks.options import (
     WebhookOptions,
     add_webhook_arguments,
     webhook_options_from_args,
 )
+
+if TYPE_CHECKING:
+    from ray_operator.webhooks.component import Webhooks, webhook_component
+
+
+def __getattr__(name: str) -> Any:
+    # The component (aiohttp routes, certificates with `cryptography`, validation through the
+    # generated models) loads when webhooks are turned on, not with the flags: an operator
+    # running without webhooks never holds those modules (issue 16, idle memory).
+    if name in ("Webhooks", "webhook_component"):
+        from ray_operator.webhooks import component
+
+        return getattr(component, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "WebhookOptions",

@@ -15,12 +15,39 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ray_operator.settings import env_default, parse_boolean
-from ray_operator.webhooks.registration import WebhookEndpoint
+
+
+@dataclass(frozen=True)
+class WebhookEndpoint:
+    """How the API server reaches the webhooks, and which configurations name them."""
+
+    url_base: str | None = None
+    """`https://host:port` to call (the URL mode); None: the Service below."""
+    service_name: str = "ray-operator-webhook"
+    """The webhook Service (Service mode)."""
+    service_namespace: str = "default"
+    """The operator's namespace: the Service's, and the one namespace never intercepted."""
+    service_port: int = 443
+    """The Service port."""
+    validating_name: str = "ray-operator-validating-webhook-configuration"
+    """Name of the ValidatingWebhookConfiguration."""
+    mutating_name: str = "ray-operator-mutating-webhook-configuration"
+    """Name of the MutatingWebhookConfiguration."""
+    namespace_selector: Mapping[str, Any] | None = None
+    """Which namespaces to intercept; None: all but the operator's (Service mode) or all (URL)."""
+    timeout_seconds: int = 5
+    """How long the API server waits for an answer before failing the request."""
+
+    @property
+    def owns_configurations(self) -> bool:
+        """Whether the operator creates and deletes the configurations (the URL mode)."""
+        return self.url_base is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ Pod to protect, so by default no namespace is skipped).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +25,7 @@ from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import Kind
 from ray_operator.webhooks.handlers import admission_paths
+from ray_operator.webhooks.options import WebhookEndpoint
 from ray_operator.webhooks.review import ADMISSION_KINDS, AdmissionKind
 
 logger = logging.getLogger(__name__)
@@ -46,33 +46,6 @@ MUTATING_WEBHOOK_CONFIGURATION = Kind(
 )
 WEBHOOK_NAME_SUFFIX = "ray-operator.io"
 _NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-
-
-@dataclasses.dataclass(frozen=True)
-class WebhookEndpoint:
-    """How the API server reaches the webhooks, and which configurations name them."""
-
-    url_base: str | None = None
-    """`https://host:port` to call (the URL mode); None: the Service below."""
-    service_name: str = "ray-operator-webhook"
-    """The webhook Service (Service mode)."""
-    service_namespace: str = "default"
-    """The operator's namespace: the Service's, and the one namespace never intercepted."""
-    service_port: int = 443
-    """The Service port."""
-    validating_name: str = "ray-operator-validating-webhook-configuration"
-    """Name of the ValidatingWebhookConfiguration."""
-    mutating_name: str = "ray-operator-mutating-webhook-configuration"
-    """Name of the MutatingWebhookConfiguration."""
-    namespace_selector: Mapping[str, Any] | None = None
-    """Which namespaces to intercept; None: all but the operator's (Service mode) or all (URL)."""
-    timeout_seconds: int = 5
-    """How long the API server waits for an answer before failing the request."""
-
-    @property
-    def owns_configurations(self) -> bool:
-        """Whether the operator creates and deletes the configurations (the URL mode)."""
-        return self.url_base is not None
 
 
 def webhook_configurations(endpoint: WebhookEndpoint, *, ca_bundle: bytes) -> tuple[Object, Object]:

@@ -13,6 +13,9 @@
   `RayCluster.ray.io "c" is invalid: [spec.a: Invalid value: 1: …, spec.b: Required value: …]`,
   with one `cause` per violation.
 - Defaulting is `ray_operator.defaults`, returned as a JSONPatch against the object as received.
+- The generated models (and pydantic) are imported by the first review that needs one, not when
+  the operator starts: they are ~12 MiB of a 50 MiB idle budget, and a replica that only
+  reconciles (or whose webhooks another replica serves) never needs them.
 
 No exception escapes: an unexpected one becomes a denial naming the error type (and a log line
 with the traceback, never the object: it may hold secrets in env values).
@@ -22,14 +25,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import importlib
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
-
-import pydantic
-from ray_io.v1 import RayCluster, RayJob, RayService
-from ray_operator_io.v1alpha1.models import RayServeGraph
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest
 from ray_operator.defaults import default_raycluster, default_rayjob, default_rayservice
@@ -46,6 +46,9 @@ from ray_operator.validation.rayjob import (
 from ray_operator.validation.rayservegraph import rayservegraph_errors
 from ray_operator.validation.rayservice import validate_rayservice
 from ray_operator.webhooks.jsonpatch import json_patch
+
+if TYPE_CHECKING:
+    import pydantic
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +78,8 @@ class AdmissionKind:
     """The `kind`, e.g. `RayCluster`."""
     plural: str
     """The resource, e.g. `rayclusters`."""
-    model: type[pydantic.BaseModel]
-    """The generated model the object must parse into."""
+    model: Callable[[], type[pydantic.BaseModel]]
+    """The generated model the object must parse into, imported on first call."""
     validate: Validator
     """Semantic validation, shared with the controller."""
     immutable: Callable[[ClusterLike, ClusterLike], list[FieldError]]
@@ -93,6 +96,18 @@ class AdmissionKind:
     @property
     def singular(self) -> str:
         return self.kind.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedModel:
+    """A generated model class, named and imported on first call (picklable, for the workers)."""
+
+    module: str
+    name: str
+
+    def __call__(self) -> type[pydantic.BaseModel]:
+        model = getattr(importlib.import_module(self.module), self.name)
+        return cast("type[pydantic.BaseModel]", model)
 
 
 def _nothing_immutable(new: ClusterLike, old: ClusterLike) -> list[FieldError]:
@@ -114,7 +129,7 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
     AdmissionKind(
         "RayCluster",
         "rayclusters",
-        RayCluster,
+        GeneratedModel("ray_io.v1", "RayCluster"),
         validate=validate_raycluster,
         immutable=_nothing_immutable,
         warnings=raycluster_warnings,
@@ -123,7 +138,7 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
     AdmissionKind(
         "RayJob",
         "rayjobs",
-        RayJob,
+        GeneratedModel("ray_io.v1", "RayJob"),
         validate=validate_rayjob,
         immutable=rayjob_immutable_errors,
         warnings=rayjob_warnings,
@@ -132,7 +147,7 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
     AdmissionKind(
         "RayService",
         "rayservices",
-        RayService,
+        GeneratedModel("ray_io.v1", "RayService"),
         validate=validate_rayservice,
         immutable=_nothing_immutable,
         warnings=_no_warnings,
@@ -143,7 +158,7 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
     AdmissionKind(
         "RayServeGraph",
         "rayservegraphs",
-        RayServeGraph,
+        GeneratedModel("ray_operator_io.v1alpha1.models", "RayServeGraph"),
         validate=_validate_rayservegraph,
         immutable=_nothing_immutable,
         warnings=_no_warnings,
@@ -198,9 +213,11 @@ def _validate(request: JSON, kind: AdmissionKind, *, limits: ClusterLimits) -> J
         return skip
     obj = request["object"]
     name = _object_name(request)
+    from pydantic import ValidationError  # loaded with the models, by the first review
+
     try:
-        model = kind.model.model_validate(obj)
-    except pydantic.ValidationError as error:
+        model = kind.model().model_validate(obj)
+    except ValidationError as error:
         return _deny_invalid(kind, name, _schema_errors(error))
     manifest = model.model_dump(by_alias=True, exclude_none=True)
     errors = kind.validate(manifest, limits=limits)
@@ -219,9 +236,11 @@ def _mutate(request: JSON, kind: AdmissionKind) -> JSON:
     if _skip(request, kind) is not None:
         return {"allowed": True}
     obj = request["object"]
+    from pydantic import ValidationError
+
     try:
-        kind.model.model_validate(obj)
-    except pydantic.ValidationError:
+        kind.model().model_validate(obj)
+    except ValidationError:
         return {"allowed": True}  # the validating webhook denies it, with the reasons
     patch = json_patch(obj, kind.default(obj))
     if not patch:
