@@ -53,16 +53,8 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ray_operator_io.v1alpha1 import serve_graph_pb2
-
-from ray_operator.builders.serve_graph import (
-    build_builder_configmap,
-    build_rayservice,
-    compile_serve_config,
-    digest,
-)
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
@@ -97,17 +89,23 @@ from ray_operator.servegraph.fetch import (
     check_secret_opt_in,
     fetch_artifact,
 )
-from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION, SERVE_GRAPH_GROUP
+from ray_operator.servegraph.names import (
+    MAX_DOCUMENT_BYTES,
+    REFRESH_REQUESTED_ANNOTATION,
+    SERVE_GRAPH_GROUP,
+)
 from ray_operator.status import rayservegraph as rules
 from ray_operator.status.rayservegraph import ConditionState
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservegraph import poll_interval_seconds, validate_rayservegraph
-from ray_operator.validation.serve_graph import (
-    MAX_DOCUMENT_BYTES,
-    GraphRejected,
-    graph_summary,
-    parse_graph,
-)
+
+if TYPE_CHECKING:
+    from ray_operator_io.v1alpha1 import serve_graph_pb2
+
+    from ray_operator.validation.serve_graph import GraphRejected
+
+# The graph's protobuf parser and the Serve config compiler (with protobuf, ~2 MiB) are imported
+# by the first RayServeGraph that needs them, not at start: most operators never see one.
 
 logger = logging.getLogger(__name__)
 
@@ -502,6 +500,8 @@ class RayServeGraphController:
         memory.fetched = ConditionState("True", rules.NOT_MODIFIED, message)
 
     def _parse(self, artifact: Artifact) -> Document:
+        from ray_operator.validation.serve_graph import GraphRejected, parse_graph
+
         graph: serve_graph_pb2.ServeGraph | None = None
         rejection: GraphRejected | None = None
         try:
@@ -548,6 +548,8 @@ class RayServeGraphController:
         if (stored.get("artifact") or {}).get("digest") != document.digest:
             # Not for the deployed document found again (after a restart): nothing happened.
             await self._events.record(rsg, reason="Fetched", message=f"fetched revision {revision}")
+        from ray_operator.validation.serve_graph import graph_summary
+
         summary = graph_summary(document.graph)
         memory.parsed = ConditionState(
             "True",
@@ -567,6 +569,8 @@ class RayServeGraphController:
         inputs = (good.digest, _name(rsg), json.dumps(http_options, sort_keys=True))
         if memory.compiled is not None and memory.compiled.inputs == inputs:
             return memory.compiled
+        from ray_operator.builders.serve_graph import compile_serve_config, digest
+
         text = compile_serve_config(
             good.graph, default_application_name=_name(rsg), http_options=http_options
         )
@@ -579,6 +583,8 @@ class RayServeGraphController:
         is the conflict returned: the Ray containers would import its module, so nothing is
         deployed until it is gone (someone allowed only to create ConfigMaps must not get code
         into a graph's cluster)."""
+        from ray_operator.builders.serve_graph import build_builder_configmap
+
         desired = build_builder_configmap(rsg)
         namespace, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
         existing = self._store.get(CONFIG_MAP, namespace, name)
@@ -671,6 +677,8 @@ class RayServeGraphController:
     async def _create_rayservice(
         self, rsg: Object, compiled: Compiled, cluster_hash: str
     ) -> Object | None:
+        from ray_operator.builders.serve_graph import build_rayservice
+
         body = build_rayservice(rsg, serve_config=compiled.text)
         body["metadata"].setdefault("annotations", {})[SPEC_HASH_ANNOTATION] = cluster_hash
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -714,6 +722,8 @@ class RayServeGraphController:
         version = (str(metadata.get("uid", "")), int(metadata.get("generation") or 0))
         if memory.cluster_part is not None and memory.cluster_part[0] == version:
             return memory.cluster_part[1], memory.cluster_part[2]
+        from ray_operator.builders.serve_graph import build_rayservice
+
         spec = build_rayservice(rsg, serve_config="")["spec"]
         part = {key: spec[key] for key in CLUSTER_FIELDS if key in spec}
         text = json.dumps(part, sort_keys=True, separators=(",", ":"))
@@ -752,6 +762,8 @@ class RayServeGraphController:
         }
         if good.etag is not None:
             artifact["etag"] = good.etag
+        from ray_operator.validation.serve_graph import graph_summary
+
         graph = graph_summary(good.graph) if good.graph is not None else {}
         return rules.Deployment(artifact=artifact, graph=graph, serve_config_digest=compiled.digest)
 

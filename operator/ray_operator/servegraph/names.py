@@ -29,6 +29,8 @@ BUILDER_IMPORT_PATH = f"{BUILDER_MODULE}:build"
 BUILDER_MOUNT_PATH = "/home/ray/.ray-operator/serve-graph"
 BUILDER_VOLUME = "ray-operator-serve-graph"
 GRAPH_FORMAT = f"{SERVE_GRAPH_GROUP}/{SERVE_GRAPH_VERSION}"
+MAX_DOCUMENT_BYTES = 256 * 1024
+"""The largest graph document accepted (its compiled Serve config must fit in a RayService)."""
 """`args.format` of the compiled application: which builder schema the args follow."""
 
 # Condition types.
