@@ -283,3 +283,82 @@ async def test_a_service_moving_between_the_selectors_of_its_kind_stays_cached(
         assert store.get(SERVICE, namespace, "s") is not None
         await client.delete(SERVICE, "s", namespace=namespace)
         await eventually(lambda: store.get(SERVICE, namespace, "s") is None)
+
+
+def _requests(metrics: Metrics, verb: str) -> float:
+    return sum(
+        sample.value
+        for family in metrics.registry.collect()
+        if family.name == "ray_operator_api_requests"
+        for sample in family.samples
+        if sample.name.endswith("_total") and sample.labels.get("verb") == verb
+    )
+
+
+async def test_the_cache_fills_through_a_streaming_list_without_a_list_request(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    # KEP-3157 (WatchList): the existing objects come as the first events of one watch request,
+    # each kept as it arrives (projected: a Pod loses its spec but the Ray container's name).
+    for index in range(3):
+        await client.create(POD, pod(f"before-{index}", namespace, owned=True))
+    store, changes = Store(), []
+    watcher = Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=changes.append,
+        metrics=metrics,
+    )
+    async with watching(watcher):
+        assert names(changes) == {"before-0", "before-1", "before-2"}
+        assert _requests(metrics, "list") == 0
+        assert _requests(metrics, "watch") == 1
+        cached = store.get(POD, namespace, "before-0")
+        assert cached is not None
+        assert cached["spec"] == {"restartPolicy": "Always", "containers": [{"name": "c"}]}
+        # The same stream goes on as the watch: a later Pod arrives without a new request.
+        await client.create(POD, pod("after", namespace, owned=True))
+        await eventually(lambda: store.get(POD, namespace, "after") is not None)
+        assert _requests(metrics, "watch") == 1
+
+
+class NoStreamingLists(KubeClient):
+    """The real client, except that a streaming list is refused as by an API server without
+    the WatchList feature (422, `sendInitialEvents is forbidden`)."""
+
+    def watch(self, *args: Any, send_initial_events: bool = False, **kwargs: Any) -> Any:
+        if send_initial_events:
+            return self._refused()
+        return super().watch(*args, **kwargs)
+
+    async def _refused(self) -> AsyncIterator[Any]:
+        status = {"kind": "Status", "code": 422, "reason": "Invalid",
+                  "message": "sendInitialEvents is forbidden for watch unless the WatchList "
+                             "feature gate is enabled"}  # fmt: skip
+        raise error_from_status(422, status, what="watch Pod")
+        yield  # an async generator, like KubeClient.watch
+
+
+async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    refusing = NoStreamingLists(client._api, metrics=metrics)
+    await client.create(POD, pod("before", namespace, owned=True))
+    store, changes = Store(), []
+    watcher = Watcher(
+        refusing,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=changes.append,
+        metrics=metrics,
+    )
+    async with watching(watcher):
+        assert names(changes) == {"before"}
+        assert _requests(metrics, "list") == 1
+        await client.create(POD, pod("after", namespace, owned=True))
+        await eventually(lambda: store.get(POD, namespace, "after") is not None)

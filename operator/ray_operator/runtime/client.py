@@ -386,23 +386,33 @@ class KubeClient:
         kind: Kind,
         *,
         namespace: str | None = None,
-        resource_version: str,
+        resource_version: str | None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
         inactivity_timeout: float = 330.0,
+        send_initial_events: bool = False,
     ) -> AsyncGenerator[WatchEvent, None]:
         """Stream events after `resource_version` until the server closes the watch.
 
         `timeout_seconds` asks the server to end the stream cleanly; `inactivity_timeout` ends it
         from our side (as `TransportError`) when no byte arrived for that long, so a silently
         stalled connection is noticed. Bookmarks are requested so a resume point stays fresh.
+
+        `send_initial_events`: a streaming list (Kubernetes' WatchList, KEP-3157): the stream
+        begins with an ADDED event per existing object, as of a consistent read when
+        `resource_version` is None, then a BOOKMARK annotated `k8s.io/initial-events-end`, then
+        goes on as a watch. A server without the feature refuses it (400/422).
         """
         query = {
             "watch": "1",
-            "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        if resource_version is not None:
+            query["resourceVersion"] = resource_version
+        if send_initial_events:
+            query["sendInitialEvents"] = "true"
+            query["resourceVersionMatch"] = "NotOlderThan"
         if label_selector:
             query["labelSelector"] = label_selector
         what = _what("watch", kind, namespace, None)

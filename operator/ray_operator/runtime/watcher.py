@@ -1,6 +1,13 @@
 """Keeps the cache of one kind (in one namespace, or all) in step with the API server.
 
-A `Watcher` lists, then watches from the list's resourceVersion, forever:
+A `Watcher` lists, then watches from the list's resourceVersion, forever. The list is a
+*streaming list* where the API server offers one (Kubernetes' WatchList, KEP-3157; on since 1.32):
+one watch request whose stream begins with the existing objects, one event each, served from
+the API server's watch cache. Each object is reduced to what the cache keeps (see
+projection.py) as it arrives, so a restart with thousands of Pods never holds a page of full
+Pods, and no paged LIST round trips are waited for. A server that refuses it (400/422: an older
+one, or the feature turned off) gets paged LISTs from then on.
+
 
 - every event updates the `Store` and the resulting `Change` goes to `on_change` (the dispatcher
   that turns it into queue keys);
@@ -41,8 +48,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ray_operator.runtime.client import KubeClient, WatchEvent
-from ray_operator.runtime.errors import Gone, KubeError, TransportError, error_from_status
+from ray_operator.runtime.client import KubeClient, Object, WatchEvent
+from ray_operator.runtime.errors import (
+    BadRequest,
+    Gone,
+    Invalid,
+    KubeError,
+    TransportError,
+    error_from_status,
+)
 from ray_operator.runtime.kinds import Kind, LabelSelector
 from ray_operator.runtime.queue import Backoff
 from ray_operator.runtime.store import Change, Store
@@ -52,6 +66,9 @@ if TYPE_CHECKING:
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the BOOKMARK that ends a streaming list's initial events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +129,7 @@ class Watcher:
         self._backoff = backoff or ReconnectBackoff()
         self._rng = rng or random.Random()
         self._resource_version: str | None = None  # where to resume; None: list first
+        self._streaming_lists = True  # until the server refuses one
         # Failures in a row (they drive the backoff): all of them, reset by a successful LIST;
         # those the server answered with an error, reset only once a watch works too — or a
         # LIST that works before a watch that is refused (RBAC) would retry every 0.5 s.
@@ -130,9 +148,13 @@ class Watcher:
         """List, then watch and resume forever (until cancelled)."""
         while True:
             try:
-                if self._resource_version is None:
+                if self._resource_version is not None:
+                    await self._watch()
+                elif self._streaming_lists:
+                    await self._stream_list_then_watch()
+                else:
                     await self._relist()
-                await self._watch()
+                    await self._watch()
                 self._answered_failures = 0  # a clean end: the server's own timeout
                 self._restarted("closed")
             except Gone:
@@ -172,18 +194,63 @@ class Watcher:
             label_selector=self.label_selector,
             keep=functools.partial(self._store.keep, self.kind),
         )
+        self._apply_list(listed.items, listed.resource_version)
+
+    async def _stream_list_then_watch(self) -> None:
+        """A streaming list, applied as one list at its end bookmark; then the same stream is
+        watched on until it ends. Refused (400/422): paged LISTs from now on."""
+        try:
+            await self._consume_streaming_list()
+        except (BadRequest, Invalid) as error:
+            if self._resource_version is not None:
+                raise  # refused after the list: a watch failure like any other
+            logger.info("%s: no streaming list (%s); listing in pages", self.name, error)
+            self._streaming_lists = False
+            await self._relist()
+            await self._watch()
+
+    async def _consume_streaming_list(self) -> None:
+        stream = self._client.watch(
+            self.kind,
+            namespace=self.namespace,
+            resource_version=None,
+            label_selector=self.label_selector,
+            timeout_seconds=self._jittered_timeout(),
+            inactivity_timeout=self._inactivity_timeout,
+            send_initial_events=True,
+        )
+        listed: list[Object] | None = []
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                self._answered_failures = 0
+                if listed is None:
+                    self._resource_version = self._apply(event) or self._resource_version
+                elif event.type == "ADDED":
+                    self._metrics.watch_events_total.labels(self.kind.kind, event.type).inc()
+                    listed.append(self._store.keep(self.kind, self._with_kind(event.object)))
+                elif event.type == "BOOKMARK" and _ends_initial_events(event.object):
+                    version = str(event.object["metadata"].get("resourceVersion", ""))
+                    self._apply_list(listed, version)
+                    listed = None
+                else:
+                    self._apply(event)  # an ERROR raises; nothing else comes before the end
+        if listed is not None:
+            raise TransportError(f"{self.name}: the streaming list ended before its last object")
+
+    def _apply_list(self, items: list[Object], resource_version: str) -> None:
+        """Make the cache equal a complete list (of kept objects), and resume from its version."""
         changes = self._store.replace(
-            self.kind, listed.items, namespace=self.namespace, part=self._owns, kept=True
+            self.kind, items, namespace=self.namespace, part=self._owns, kept=True
         )
         logger.info(
             "%s: listed %d objects (%d changes) at resourceVersion %s",
             self.name,
-            len(listed.items),
+            len(items),
             len(changes),
-            listed.resource_version,
+            resource_version,
         )
         self._failures = 0  # the API server answers again
-        self._resource_version = listed.resource_version
+        self._resource_version = resource_version
         # Synced before the changes are dispatched: the keys they enqueue may run at once.
         self._store.sync.mark_synced(self.kind, self.namespace, self._sync_part)
         self.synced.set()
@@ -217,15 +284,18 @@ class Watcher:
             raise error_from_status(int(obj.get("code") or 500), obj, what=self.name)
         resource_version = (obj.get("metadata") or {}).get("resourceVersion")
         if event.type in ("ADDED", "MODIFIED"):
-            obj.setdefault("kind", self.kind.kind)
-            obj.setdefault("apiVersion", self.kind.api_version)
-            self._on_change(self._store.upsert(self.kind, obj))
+            self._on_change(self._store.upsert(self.kind, self._with_kind(obj)))
             self._count()
         elif event.type == "DELETED" and self._holds(obj):
             obj.setdefault("kind", self.kind.kind)
             self._on_change(self._store.remove(self.kind, obj))
             self._count()
         return str(resource_version) if resource_version else None
+
+    def _with_kind(self, obj: Object) -> Object:
+        obj.setdefault("kind", self.kind.kind)
+        obj.setdefault("apiVersion", self.kind.api_version)
+        return obj
 
     def _owns(self, cached: Mapping[str, Any]) -> bool:
         """Whether a cached object is in this watcher's part of its kind's cache."""
@@ -247,3 +317,8 @@ class Watcher:
 
     def _count(self) -> None:
         self._metrics.cache_objects.labels(self.kind.kind).set(self._store.count(self.kind))
+
+
+def _ends_initial_events(bookmark: Mapping[str, Any]) -> bool:
+    annotations = (bookmark.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(INITIAL_EVENTS_END) == "true"
