@@ -26,6 +26,7 @@ the Lease so a standby takes over within one retry period, and exits 0.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
@@ -89,6 +90,10 @@ def run(
 ) -> int:
     """Run the operator on uvloop until SIGTERM/SIGINT; the process exit code."""
     configure_logging(log_format=settings.log_format, level=settings.log_level)
+    # What is loaded by now (modules, classes, settings) lives as long as the process: keep it
+    # out of the collector's full passes, which the many objects of a first list trigger again
+    # and again (collections were a quarter of the time to decode and keep 4000 Pods).
+    gc.freeze()
     return uvloop.run(_main(settings, controllers=controllers, components=components))
 
 
