@@ -8,8 +8,9 @@ synchronous and cost no API call — the hot path of every reconcile.
 Objects are plain dicts as the API sent them, minus `metadata.managedFields` and the
 `kubectl.kubernetes.io/last-applied-configuration` annotation (often larger than the object itself);
 Pods and Jobs, held by the thousand, are kept as projections: only the fields the operator reads
-(`projection.py`). They are shared, not copied — between readers, and equal parts of projected
-objects between objects: callers must not mutate them (build a model or deep-copy first).
+(`projection.py`); every object's strings are interned. They are shared, not copied — between
+readers, and equal parts of projected objects between objects: callers must not mutate them
+(build a model or deep-copy first).
 
 A controller sees its own writes once the watch delivers them (usually milliseconds later): the
 written object's event enqueues its key again, so "create, then find it in the cache" is a matter
@@ -33,7 +34,7 @@ from typing import Any, Protocol
 
 from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.kinds import Kind
-from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector
+from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector, interned
 
 Object = dict[str, Any]
 
@@ -173,14 +174,15 @@ class Store:
     # -- writes (watchers only) -------------------------------------------------------------
 
     def keep(self, kind: Kind, obj: Object) -> Object:
-        """What the cache keeps of `obj`: its projection, or `obj` itself trimmed in place.
+        """What the cache keeps of `obj`: its projection, or its trimmed copy, strings interned.
 
         A LIST applies it page by page as pages arrive, so the full objects of a page are garbage
         before the next page is read (`replace(..., kept=True)`). Idempotent.
         """
         projection = self._projections.get(kind)
         if projection is None:
-            return trim(obj)
+            kept: Object = interned(trim(obj))
+            return kept
         return self._projector.project(obj, projection)
 
     def upsert(self, kind: Kind, obj: Object, *, kept: bool = False) -> Change:
