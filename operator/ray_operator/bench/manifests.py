@@ -8,6 +8,9 @@
   ceiling of M1.
 - `unrelated_pod`: a bare Pod without any Ray label (M4), never scheduled (a scheduler name no
   scheduler claims), so it costs the control plane nothing after its create.
+- `cached_stray_pod`: a worker Pod exactly as the operator builds one, labelled as ours, for a
+  RayCluster that does not exist and without owner (M4: what one more cached Pod costs). It is
+  scheduled and run like the operator's own, so its status is as large as theirs.
 """
 
 from __future__ import annotations
@@ -104,3 +107,14 @@ def _anonymize(body: Object) -> None:
     labels = metadata.setdefault("labels", {})
     # Same number of labels, but not ours: the operator's label selector must not match them.
     labels[names.CREATED_BY_LABEL] = RAW_CREATOR
+
+
+def cached_stray_pod(name: str, *, namespace: str, cluster: str) -> Object:
+    """A worker Pod of the (absent) RayCluster `cluster`, as the operator would build it."""
+    owner = bench_cluster(cluster, namespace=namespace)
+    owner["metadata"]["uid"] = str(uuid.uuid4())
+    pod = build_worker_pod(owner, WORKER_GROUP, suffix=name, replica_index=0)
+    pod["metadata"].pop("generateName", None)
+    pod["metadata"].pop("ownerReferences", None)  # no garbage collector may take it away
+    pod["metadata"]["name"] = name
+    return pod

@@ -69,6 +69,7 @@ async def _measure(
             f"restart with {cluster_count} clusters: spawn → /readyz",
             ready,
             "s",
+            Target("<=", 1.5, "s"),
             note=f"the old process took {stopped_in:.2f} s to stop",
         )
     )
@@ -78,7 +79,7 @@ async def _measure(
             "restart: spawn → every cluster reconciled once",
             reconciled,
             "s",
-            Target("<=", 5, "s"),
+            Target("<=", 3, "s"),
             note=f"polled every {POLL_SECONDS} s",
         )
     )

@@ -31,6 +31,7 @@ API_REQUESTS = "ray_operator_api_requests_total"
 RECONCILES = "ray_operator_reconcile_total"
 WATCH_EVENTS = "ray_operator_watch_events_total"
 EVENTS_RECORDED = "ray_operator_events_total"
+CACHED_OBJECTS = "ray_operator_cache_objects"
 RECONCILE_SECONDS = "ray_operator_reconcile_duration_seconds"
 API_SECONDS = "ray_operator_api_request_duration_seconds"
 

@@ -6,19 +6,23 @@
   renewals expected), LISTs, CPU as a share of one core, and RSS at the end.
 - `measure_unrelated_pods`: RSS before and after bare Pods appear in a namespace the operator
   watches; its label selector should keep them out of the cache entirely.
+- `measure_cached_pods`: RSS before and after as many Pods labelled as ours (of a RayCluster that
+  does not exist) appear: what one more cached Pod costs, the slope of RSS over Pods.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from ray_operator.bench.convergence import ClusterSet
 from ray_operator.bench.kube import create_all
-from ray_operator.bench.manifests import bench_cluster, unrelated_pod
+from ray_operator.bench.manifests import bench_cluster, cached_stray_pod, unrelated_pod
 from ray_operator.bench.operator_process import OperatorProcess
 from ray_operator.bench.report import Figure, Target
 from ray_operator.bench.session import (
     API_REQUESTS,
+    CACHED_OBJECTS,
     EVENTS_RECORDED,
     RECONCILES,
     WATCH_EVENTS,
@@ -150,3 +154,57 @@ async def measure_unrelated_pods(session: BenchSession, operator: OperatorProces
             f"received {pod_events:.0f} Pod watch events and sent {requests:.0f} requests",
         )
     )
+
+
+STRAY = "stray"
+"""The RayCluster the stray Pods of `measure_cached_pods` name; it does not exist."""
+CACHED_POD_TARGET_KIB = 2.0
+
+
+async def measure_cached_pods(
+    session: BenchSession, operator: OperatorProcess, *, watched: Sequence[str]
+) -> OperatorProcess:
+    """M4: RSS per cached Pod (≤ 2 KiB), from two fresh processes: one started before and one
+    after `unrelated_pods` more Pods labelled as the operator's appear. Fresh ones, because a
+    process that ran a while holds freed memory that new objects fill without growing. Stops
+    `operator` and returns the process left running."""
+    count = session.config.unrelated_pods
+    namespace = session.names.unrelated
+    running = operator
+    try:
+        await running.stop()
+        running = await session.start_operator(watched)
+        before_metrics = await session.wait_until_quiet(running)
+        before = running.sample()
+        session.progress(f"creating {count} Pods labelled as the operator's in {namespace}")
+        await create_all(
+            session.client,
+            (
+                (POD, cached_stray_pod(f"cached-{i:05d}", namespace=namespace, cluster=STRAY))
+                for i in range(count)
+            ),
+            concurrency=session.config.concurrency,
+        )
+        await session.wait_until_quiet(running)
+        await running.stop()
+        running = await session.start_operator(watched)
+        after_metrics = await session.wait_until_quiet(running)
+        after = running.sample()
+    except BaseException:
+        await running.stop()
+        raise
+    added = after_metrics.total(CACHED_OBJECTS, kind="Pod") - before_metrics.total(
+        CACHED_OBJECTS, kind="Pod"
+    )
+    session.report.add(
+        Figure(
+            "M4",
+            f"RSS per cached Pod (fresh processes, {count} more Pods of the operator's)",
+            (after.rss_bytes - before.rss_bytes) / max(added, 1) / 1024,
+            "KiB",
+            Target("<=", CACHED_POD_TARGET_KIB, "KiB"),
+            note=f"{before.rss_bytes / MIB:.1f} → {after.rss_bytes / MIB:.1f} MiB for "
+            f"{added:.0f} more cached Pods",
+        )
+    )
+    return running
