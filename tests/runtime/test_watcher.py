@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -39,6 +39,28 @@ async def watching(watcher: Watcher) -> AsyncIterator[Watcher]:
         await asyncio.wait([task])
 
 
+def owned_pods(
+    client: KubeClient,
+    store: Store,
+    namespace: str,
+    *,
+    metrics: Metrics,
+    on_change: Callable[[Change], None] = lambda change: None,
+    **options: Any,
+) -> Watcher:
+    """A watcher of the Pods labelled as ours in `namespace`."""
+    return Watcher(
+        client,
+        store,
+        POD,
+        namespace=namespace,
+        label_selector=OWNED_SELECTOR,
+        on_change=on_change,
+        metrics=metrics,
+        **options,
+    )
+
+
 def names(changes: list[Change]) -> set[str]:
     return {change.latest["metadata"]["name"] for change in changes}
 
@@ -47,15 +69,7 @@ async def test_owned_pods_are_cached_through_create_change_and_delete(
     client: KubeClient, metrics: Metrics, namespace: str
 ) -> None:
     store, changes = Store(), []
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=changes.append,
-        metrics=metrics,
-    )
+    watcher = owned_pods(client, store, namespace, metrics=metrics, on_change=changes.append)
     async with watching(watcher):
         await client.create(POD, pod("ours", namespace, owned=True))
         await eventually(lambda: store.get(POD, namespace, "ours") is not None)
@@ -84,15 +98,7 @@ async def test_pods_without_our_label_never_reach_the_cache(
     client: KubeClient, metrics: Metrics, namespace: str
 ) -> None:
     store, changes = Store(), []
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=changes.append,
-        metrics=metrics,
-    )
+    watcher = owned_pods(client, store, namespace, metrics=metrics, on_change=changes.append)
     async with watching(watcher):
         await client.create(POD, pod("theirs", namespace, owned=False))
         await client.create(POD, pod("ours", namespace, owned=True))
@@ -118,15 +124,7 @@ async def test_a_relist_reports_objects_deleted_while_nobody_watched(
         },
     )
     await client.create(POD, pod("created-meanwhile", namespace, owned=True))
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=changes.append,
-        metrics=metrics,
-    )
+    watcher = owned_pods(client, store, namespace, metrics=metrics, on_change=changes.append)
     async with watching(watcher):
         pass
     deleted = [c for c in changes if c.new is None]
@@ -139,16 +137,7 @@ async def test_a_silent_watch_is_restarted_after_the_inactivity_timeout(
     client: KubeClient, metrics: Metrics, namespace: str
 ) -> None:
     store = Store()
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=lambda change: None,
-        metrics=metrics,
-        inactivity_timeout=0.3,
-    )
+    watcher = owned_pods(client, store, namespace, metrics=metrics, inactivity_timeout=0.3)
 
     def restarts() -> float:
         return (
@@ -202,16 +191,8 @@ async def test_a_broken_watch_marks_its_kind_unsynced_until_the_relist_is_applie
     client: KubeClient, metrics: Metrics, namespace: str
 ) -> None:
     store = Store()
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=lambda change: None,
-        metrics=metrics,
-        inactivity_timeout=0.3,  # a quiet watch "breaks" every 0.3 s: relist each time
-    )
+    # A quiet watch "breaks" every 0.3 s: relist each time.
+    watcher = owned_pods(client, store, namespace, metrics=metrics, inactivity_timeout=0.3)
     assert not store.synced(POD, namespace)  # not even listed once
     seen_unsynced = False
 
@@ -303,15 +284,7 @@ async def test_the_cache_fills_through_a_streaming_list_without_a_list_request(
     for index in range(3):
         await client.create(POD, pod(f"before-{index}", namespace, owned=True))
     store, changes = Store(), []
-    watcher = Watcher(
-        client,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=changes.append,
-        metrics=metrics,
-    )
+    watcher = owned_pods(client, store, namespace, metrics=metrics, on_change=changes.append)
     async with watching(watcher):
         assert names(changes) == {"before-0", "before-1", "before-2"}
         assert _requests(metrics, "list") == 0
@@ -348,15 +321,7 @@ async def test_a_server_without_streaming_lists_is_listed_in_pages_from_then_on(
     refusing = NoStreamingLists(client._api, metrics=metrics)
     await client.create(POD, pod("before", namespace, owned=True))
     store, changes = Store(), []
-    watcher = Watcher(
-        refusing,
-        store,
-        POD,
-        namespace=namespace,
-        label_selector=OWNED_SELECTOR,
-        on_change=changes.append,
-        metrics=metrics,
-    )
+    watcher = owned_pods(refusing, store, namespace, metrics=metrics, on_change=changes.append)
     async with watching(watcher):
         assert names(changes) == {"before"}
         assert _requests(metrics, "list") == 1
