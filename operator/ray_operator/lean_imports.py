@@ -18,9 +18,9 @@
 `__init__`. Submodules still import from the real files (the packages keep their `__path__`),
 and the few names taken from the packages themselves are resolved to their defining submodules
 (`LIGHT_NAMES`). Any other name (`kubernetes_asyncio.client.CoreV1Api`,
-`prometheus_client.REGISTRY`,
-used by tests and the benchmark harness) runs the real `__init__` once, in place, so a process
-that wants a whole package still gets it unchanged: the deferral saves memory, it hides nothing.
+`prometheus_client.REGISTRY`, used by tests and the benchmark harness) runs the real `__init__`
+once, in place, so a process that wants a whole package still gets it unchanged: the deferral
+saves memory, it hides nothing.
 """
 
 from __future__ import annotations

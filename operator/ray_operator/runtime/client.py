@@ -225,10 +225,8 @@ class KubeClient:
                 what=_what("list", kind, namespace, None),
                 request_timeout=request_timeout,
             )
-            # List items come without kind/apiVersion for built-in types; the cache wants them.
             for item in page.get("items") or ():
-                item.setdefault("kind", kind.kind)
-                item.setdefault("apiVersion", kind.api_version)
+                kind.with_type_meta(item)
                 items.append(item if keep is None else keep(item))
             metadata = page.get("metadata") or {}
             if not metadata.get("continue"):

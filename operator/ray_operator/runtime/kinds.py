@@ -57,6 +57,13 @@ class Kind:
         """The `apiVersion` field of its objects (`v1`, `ray.io/v1`)."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    def with_type_meta(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj`, its `kind` and `apiVersion` filled in where missing (in place): list items of
+        built-in types come without them, and the cache wants them."""
+        obj.setdefault("kind", self.kind)
+        obj.setdefault("apiVersion", self.api_version)
+        return obj
+
     def path(self, *, namespace: str | None = None, name: str | None = None) -> str:
         """The URL path of the collection (or of one object when `name` is given)."""
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"

@@ -227,7 +227,8 @@ class Watcher:
                     self._resource_version = self._apply(event) or self._resource_version
                 elif event.type == "ADDED":
                     self._metrics.watch_events_total.labels(self.kind.kind, event.type).inc()
-                    listed.append(self._store.keep(self.kind, self._with_kind(event.object)))
+                    obj = self.kind.with_type_meta(event.object)
+                    listed.append(self._store.keep(self.kind, obj))
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.object):
                     version = str(event.object["metadata"].get("resourceVersion", ""))
                     self._apply_list(listed, version)
@@ -284,18 +285,12 @@ class Watcher:
             raise error_from_status(int(obj.get("code") or 500), obj, what=self.name)
         resource_version = (obj.get("metadata") or {}).get("resourceVersion")
         if event.type in ("ADDED", "MODIFIED"):
-            self._on_change(self._store.upsert(self.kind, self._with_kind(obj)))
+            self._on_change(self._store.upsert(self.kind, self.kind.with_type_meta(obj)))
             self._count()
         elif event.type == "DELETED" and self._holds(obj):
-            obj.setdefault("kind", self.kind.kind)
-            self._on_change(self._store.remove(self.kind, obj))
+            self._on_change(self._store.remove(self.kind, self.kind.with_type_meta(obj)))
             self._count()
         return str(resource_version) if resource_version else None
-
-    def _with_kind(self, obj: Object) -> Object:
-        obj.setdefault("kind", self.kind.kind)
-        obj.setdefault("apiVersion", self.kind.api_version)
-        return obj
 
     def _owns(self, cached: Mapping[str, Any]) -> bool:
         """Whether a cached object is in this watcher's part of its kind's cache."""
