@@ -305,6 +305,19 @@ def test_the_table_of_shared_parts_is_bounded() -> None:
     assert len(projector._shared) <= 10
 
 
+def test_a_subtree_too_large_to_share_is_kept_by_its_object_alone() -> None:
+    # The table outlives the objects: huge labels created and deleted must not accumulate there.
+    projector = Projector()
+    pod = copy.deepcopy(POD_STATES["worker running and ready"])
+    pod["metadata"]["labels"]["example.com/big"] = "x" * 63
+    pod["metadata"]["labels"].update({f"example.com/k{i}": "v" * 63 for i in range(20)})
+    first = projector.project(pod, POD_FIELDS)
+    second = projector.project(copy.deepcopy(pod), POD_FIELDS)
+    assert first["metadata"]["labels"] == second["metadata"]["labels"]
+    assert first["metadata"]["labels"] is not second["metadata"]["labels"]
+    assert all(len(str(shared)) < 4 * 1024 for shared in projector._shared.values())
+
+
 def test_other_kinds_are_cached_whole_without_managed_fields() -> None:
     service = {
         "metadata": {"name": "s", "namespace": "ns", "managedFields": [{}],

@@ -20,8 +20,10 @@ strings as every other's).
 Identical projected subtrees are shared between objects (`Projector`): the labels, ownerReferences
 and spec of the Pods of one worker group project to equal dicts, so they are stored once. Cached
 objects are read-only (see store.py), which is what makes sharing safe. The table of shared
-subtrees is bounded (`SHARED_LIMIT`) and starts over when full, so hostile variety costs sharing,
-never unbounded memory.
+subtrees is bounded (`SHARED_LIMIT` entries, each of at most `SHARED_MAX_CHARACTERS`) and starts
+over when full: it holds subtrees after their objects are gone, so a tenant creating and deleting
+Pods with megabytes of labels could otherwise make it keep gigabytes. Hostile variety costs
+sharing, never unbounded memory.
 """
 
 from __future__ import annotations
@@ -159,6 +161,9 @@ CACHE_PROJECTIONS: Final[Mapping[Kind, Fields]] = {POD: POD_FIELDS, JOB: JOB_FIE
 
 SHARED_LIMIT: Final = 4096
 """How many distinct shared subtrees a `Projector` remembers before starting over."""
+SHARED_MAX_CHARACTERS: Final = 1024
+"""The largest subtree shared, in characters of its keys and strings (a worker group's labels
+are ~300); a larger one is kept by its object alone. With `SHARED_LIMIT`: a few MiB at most."""
 
 
 @dataclass
@@ -206,7 +211,7 @@ class Projector:
         return self._share(elements) if shape.shared else elements
 
     def _share(self, value: Any) -> Any:
-        if not isinstance(value, (dict, list)):
+        if not isinstance(value, (dict, list)) or _too_large(value, SHARED_MAX_CHARACTERS):
             return value
         key = _frozen(value)
         existing = self._shared.get(key)
@@ -237,3 +242,21 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, list):
         return (list, tuple(_frozen(item) for item in value))
     return (type(value), value)
+
+
+def _too_large(value: Any, budget: int) -> bool:
+    """Whether a JSON value holds more than `budget` characters (keys, strings, one per other
+    leaf); stops counting as soon as it knows."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            budget -= sum(len(key) for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            budget -= len(item) if isinstance(item, str) else 1
+        if budget < 0:
+            return True
+    return False
