@@ -31,7 +31,9 @@ from ray_operator.apigen.schema import (
     Definitions,
     load_definitions,
     model_schema,
+    with_kubernetes_types,
 )
+from ray_operator.apigen.views import CORE_KINDS, render_views
 
 __all__ = [
     "CRD_DIR",
@@ -111,6 +113,9 @@ def render() -> dict[Path, str]:
         files.update(_crd_files(definitions))
     files[CRD_DIR / "kustomization.yaml"] = _kustomization()
     files.update(_model_files(ray_io))
+    files[MODELS_DIR / "v1_views.py"] = _views(
+        with_kubernetes_types(ray_io, kubernetes, CORE_KINDS)
+    )
     files.update(_serve_graph_files(ray_operator_io, shared=ray_io))
     return files
 
@@ -158,6 +163,11 @@ def _model_files(definitions: Definitions) -> dict[Path, str]:
         MODELS_DIR / "v1.py": render_models(model_schema(definitions)),
         MODELS_DIR / "go_layout.py": render_go_layout(load_layout_document()),
     }
+
+
+def _views(definitions: Definitions) -> str:
+    """generated/ray_io/v1_views.py: TypedDicts of the ray.io/v1 kinds and of `CORE_KINDS`."""
+    return render_views(model_schema(definitions, roots=CORE_KINDS))
 
 
 def _serve_graph_files(definitions: Definitions, *, shared: Definitions) -> dict[Path, str]:

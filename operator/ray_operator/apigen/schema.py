@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +240,26 @@ def summary(description: str) -> str:
     return description[: match.start() + 1] if match else description.strip()
 
 
-def model_schema(definitions: Definitions, imported: frozenset[str] = frozenset()) -> Schema:
+def with_kubernetes_types(
+    definitions: Definitions, kubernetes: KubernetesTypes, names: tuple[str, ...]
+) -> Definitions:
+    """`definitions` plus the Kubernetes types `names` and every type they refer to."""
+    schemas = dict(definitions.schemas)
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name not in schemas:
+            schemas[name] = kubernetes.definition(name)
+            pending.extend(sorted(_references(schemas[name])))
+    return replace(definitions, schemas=dict(sorted(schemas.items())))
+
+
+def model_schema(
+    definitions: Definitions,
+    imported: frozenset[str] = frozenset(),
+    *,
+    roots: tuple[str, ...] = (),
+) -> Schema:
     """A JSON Schema with one named definition per type, for datamodel-code-generator.
 
     It differs from the CRD schemas only where Python wants it to: timestamps stay strings (so a
@@ -249,10 +268,11 @@ def model_schema(definitions: Definitions, imported: frozenset[str] = frozenset(
 
     Types named in `imported` are classes of another models module: each is left as an empty
     placeholder class of its name (which `models.render_models` swaps for an import), and the
-    types only they use are left out.
+    types only they use are left out. `roots` are types wanted beside the API's kinds (and the
+    types they use), e.g. a Kubernetes Pod.
     """
     defs: dict[str, Schema] = {}
-    for name in _model_closure(definitions, imported):
+    for name in _model_closure(definitions, imported, roots):
         if name in imported:
             defs[name] = {"type": "object", "title": name}
             continue
@@ -267,15 +287,18 @@ def model_schema(definitions: Definitions, imported: frozenset[str] = frozenset(
         "title": model_root_title(api),
         "description": f"The {api.api_version} API.",
         "type": "object",
-        "properties": {kind: {"$ref": DEF_PREFIX + kind} for kind in api.kinds},
+        "properties": {name: {"$ref": DEF_PREFIX + name} for name in (*api.kinds, *roots)},
         "$defs": defs,
     }
 
 
-def _model_closure(definitions: Definitions, imported: frozenset[str]) -> list[str]:
-    """The types reachable from the kinds without looking inside an imported type, sorted."""
+def _model_closure(
+    definitions: Definitions, imported: frozenset[str], roots: tuple[str, ...]
+) -> list[str]:
+    """The types reachable from the kinds and `roots` without looking inside an imported type,
+    sorted."""
     found: set[str] = set()
-    pending = list(definitions.api.kinds)
+    pending = [*definitions.api.kinds, *roots]
     while pending:
         name = pending.pop()
         if name in found:
