@@ -13,7 +13,7 @@ from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_name,
     is_auth_enabled,
     is_k8s_token_auth_enabled,
@@ -25,21 +25,21 @@ from ray_operator.builders.naming import check_name
 
 def needs_generated_auth_secret(cluster: ClusterLike) -> bool:
     """Token auth with neither a user-provided Secret nor Kubernetes ServiceAccount tokens."""
-    cluster_spec = spec(as_manifest(cluster))
+    cluster_spec = spec(as_cluster_manifest(cluster))
     return (
         is_auth_enabled(cluster_spec)
         and not is_k8s_token_auth_enabled(cluster_spec)
-        and not (cluster_spec.get("authOptions") or {}).get("secretName")
+        and not cluster_spec.get("authOptions", {}).get("secretName")
     )
 
 
 def auth_secret_name(cluster: ClusterLike) -> str:
     """The generated Secret's name: the cluster's (where the Ray containers look for it)."""
-    return check_name(cluster_name(as_manifest(cluster)))
+    return check_name(cluster_name(as_cluster_manifest(cluster)))
 
 
 def build_auth_secret(cluster: ClusterLike, *, token: str) -> JSON:
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -9,10 +9,15 @@ container, the autoscaler sidecar, the `/dev/shm` and `/tmp/ray` emptyDirs and t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, parse_version
 from ray_operator.builders.naming import check_name
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayClusterSpec
+
 
 _BASH = ["/bin/bash", "-c", "--"]
 _BASH_LOGIN = ["/bin/bash", "-cl", "--"]
@@ -248,7 +253,7 @@ def _int_param(params: Mapping[str, str], key: str, default: int) -> int:
 
 
 def autoscaler_container(
-    cluster_spec: JSON, *, cluster_name: str, ray_image: str | None, login_shell: bool
+    cluster_spec: RayClusterSpec, *, cluster_name: str, ray_image: str | None, login_shell: bool
 ) -> JSON:
     """The Ray autoscaler sidecar of the head Pod, with `autoscalerOptions` merged over defaults."""
     start = (
@@ -281,7 +286,7 @@ def autoscaler_container(
     return container
 
 
-def _merge_autoscaler_options(container: JSON, options: JSON) -> None:
+def _merge_autoscaler_options(container: JSON, options: Mapping[str, Any]) -> None:
     for key in ("resources", "image", "imagePullPolicy", "securityContext"):
         if options.get(key) is not None:
             container[key] = options[key]
@@ -294,7 +299,7 @@ def _merge_autoscaler_options(container: JSON, options: JSON) -> None:
 
 
 def token_auth_env(
-    container: JSON, *, cluster_spec: JSON, pod_spec: JSON | None, cluster_name: str
+    container: JSON, *, cluster_spec: RayClusterSpec, pod_spec: JSON | None, cluster_name: str
 ) -> None:
     """Ray token auth: the mode, and either the cluster's token Secret or a projected SA token."""
     options = cluster_spec.get("authOptions") or {}

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import append_env, has_env, set_env_default
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_annotations,
     cluster_name,
     cluster_namespace,
@@ -32,13 +32,17 @@ from ray_operator.builders.manifest import (
 from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.quantity import InvalidQuantityError, Quantity
 
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
+
 # A worker waits this long for a restarted GCS before its raylet gives up; Ray's default (60 s)
 # is shorter than a new head usually needs (~120 s), so workers would die needlessly.
 WORKER_GCS_RECONNECT_TIMEOUT_S = "600"
 
 
 def configure_gcs_fault_tolerance(
-    cluster: JSON, *, node_type: str, pod_meta: JSON, pod_spec: JSON, params: dict[str, str]
+    cluster: RayCluster, *, node_type: str, pod_meta: JSON, pod_spec: JSON, params: dict[str, str]
 ) -> None:
     """Apply GCS FT to one Pod; the head always records whether FT is on in an annotation."""
     enabled = is_gcs_ft_enabled(cluster)
@@ -63,7 +67,7 @@ def configure_gcs_fault_tolerance(
         )
 
 
-def external_storage_namespace(cluster: JSON) -> str:
+def external_storage_namespace(cluster: RayCluster) -> str:
     """The Redis key namespace: the option, else the legacy annotation, else the cluster's uid."""
     options = spec(cluster).get("gcsFaultToleranceOptions") or {}
     if options.get("externalStorageNamespace"):
@@ -73,7 +77,7 @@ def external_storage_namespace(cluster: JSON) -> str:
 
 
 def _configure_redis(
-    cluster: JSON, *, container: JSON, pod_annotations: JSON, params: dict[str, str]
+    cluster: RayCluster, *, container: JSON, pod_annotations: JSON, params: dict[str, str]
 ) -> None:
     namespace = external_storage_namespace(cluster)
     pod_annotations[names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION] = namespace
@@ -90,18 +94,17 @@ def _configure_redis(
     append_env(
         container, {"name": names.ENV_RAY_REDIS_ADDRESS, "value": options.get("redisAddress", "")}
     )
-    for option, env_name, param in (
-        ("redisUsername", names.ENV_REDIS_USERNAME, "redis-username"),
-        ("redisPassword", names.ENV_REDIS_PASSWORD, "redis-password"),
+    for credential, env_name, param in (
+        (options.get("redisUsername"), names.ENV_REDIS_USERNAME, "redis-username"),
+        (options.get("redisPassword"), names.ENV_REDIS_PASSWORD, "redis-password"),
     ):
-        credential = options.get(option)
         if credential is not None:
             # `ray start` reads the credential from the env var, so a Secret reference works.
             params[param] = f"${env_name}"
             append_env(container, {"name": env_name, **credential})
 
 
-def _configure_embedded(cluster: JSON, *, container: JSON, pod_spec: JSON) -> None:
+def _configure_embedded(cluster: RayCluster, *, container: JSON, pod_spec: JSON) -> None:
     storage = (spec(cluster).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
     set_env_default(container, names.ENV_RAY_GCS_STORAGE, "rocksdb")
     set_env_default(container, names.ENV_RAY_GCS_STORAGE_PATH, names.GCS_STORAGE_MOUNT_PATH)
@@ -115,7 +118,7 @@ def _configure_embedded(cluster: JSON, *, container: JSON, pod_spec: JSON) -> No
     )
 
 
-def gcs_storage_claim_name(cluster: JSON) -> str:
+def gcs_storage_claim_name(cluster: RayCluster) -> str:
     """The PVC behind embedded GCS storage: the user's claim, else `<cluster>-gcs-pvc`."""
     storage = (spec(cluster).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
     return str(storage.get("claimName") or cluster_name(cluster) + names.GCS_STORAGE_PVC_SUFFIX)
@@ -123,7 +126,7 @@ def gcs_storage_claim_name(cluster: JSON) -> str:
 
 def needs_gcs_storage_pvc(cluster: ClusterLike) -> bool:
     """Whether the operator must create a PVC: embedded GCS FT without the user's own claim."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     storage = (spec(manifest).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
     return is_gcs_ft_embedded(spec(manifest)) and not storage.get("claimName")
 
@@ -133,7 +136,7 @@ def build_gcs_storage_pvc(cluster: ClusterLike) -> JSON:
 
     Owned by the RayCluster (deleted with it) unless `storage.deletionPolicy` is Retain.
     """
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     storage = (spec(manifest).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
     pvc_spec: JSON = {
         "accessModes": list(storage.get("accessModes") or ["ReadWriteOnce"]),
@@ -156,8 +159,8 @@ def build_gcs_storage_pvc(cluster: ClusterLike) -> JSON:
 
 def retains_gcs_storage(cluster: ClusterLike) -> bool:
     """Whether the operator-made PVC outlives the cluster (`storage.deletionPolicy: Retain`)."""
-    storage = (spec(as_manifest(cluster)).get("gcsFaultToleranceOptions") or {}).get("storage")
-    return (storage or {}).get("deletionPolicy") == "Retain"
+    options = spec(as_cluster_manifest(cluster)).get("gcsFaultToleranceOptions", {})
+    return options.get("storage", {}).get("deletionPolicy") == "Retain"
 
 
 def gcs_storage_pvc_drift(desired: JSON, existing: Mapping[str, Any]) -> str:
@@ -198,7 +201,7 @@ def gcs_storage_pvc_adoption_patch(
     A PVC KubeRay made for this cluster needs no patch. The patch carries the resourceVersion:
     it fails on a claim that changed since it was read.
     """
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     meta = existing.get("metadata") or {}
     references = list(meta.get("ownerReferences") or [])
     uid = metadata(manifest).get("uid")

@@ -10,13 +10,13 @@ both is refused by the API server). KubeRay's OpenShift Route alternative is not
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_annotations,
     cluster_name,
     cluster_namespace,
@@ -26,24 +26,27 @@ from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.naming import check_name, head_service_name, identifier
 from ray_operator.builders.services import head_ports
 
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
+
 INGRESS_CLASS_ANNOTATION: Final = "kubernetes.io/ingress.class"
 INGRESS_SUFFIX: Final = "head-ingress"
 
 
-def wants_ingress(cluster: Mapping[str, Any]) -> bool:
+def wants_ingress(cluster: RayCluster) -> bool:
     """Whether `headGroupSpec.enableIngress` is true (asked every reconcile: no copy made)."""
-    head = (cluster.get("spec") or {}).get("headGroupSpec") or {}
-    return head.get("enableIngress") is True
+    return head_group(cluster).get("enableIngress") is True
 
 
-def head_ingress_name(cluster: JSON) -> str:
+def head_ingress_name(cluster: RayCluster) -> str:
     """`<cluster>-head-ingress`, clipped as KubeRay clips object names."""
     return check_name(f"{cluster_name(cluster)}-{INGRESS_SUFFIX}")
 
 
 def build_head_ingress(cluster: ClusterLike) -> JSON:
     """The Ingress to the head Service's dashboard port, owned by the RayCluster."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     options = head_group(manifest).get("ingressOptions") or {}
     annotations = cluster_annotations(manifest)
     ingress_class = annotations.pop(INGRESS_CLASS_ANNOTATION, None)

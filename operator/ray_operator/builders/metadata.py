@@ -12,9 +12,15 @@ match too (a takeover either way).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, cluster_name, cluster_namespace, metadata
 from ray_operator.builders.naming import identifier
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
 
 _PROTECTED_POD_LABELS = frozenset(
     {names.NODE_TYPE_LABEL, names.GROUP_LABEL, names.CLUSTER_LABEL, names.CREATED_BY_LABEL}
@@ -22,7 +28,7 @@ _PROTECTED_POD_LABELS = frozenset(
 
 
 def pod_labels(
-    cluster: JSON, *, node_type: str, group_name: str, extra: dict[str, str]
+    cluster: RayCluster, *, node_type: str, group_name: str, extra: dict[str, str]
 ) -> dict[str, str]:
     """KubeRay's Pod labels, plus user labels that do not touch the protected keys."""
     result = {
@@ -38,7 +44,7 @@ def pod_labels(
     return result
 
 
-def head_service_selector(cluster: JSON) -> dict[str, str]:
+def head_service_selector(cluster: RayCluster) -> dict[str, str]:
     """What the head Service selects: KubeRay's `HeadServiceLabels` without `created-by`.
 
     KubeRay's selector also requires `app.kubernetes.io/created-by=kuberay-operator`; ours must
@@ -54,7 +60,7 @@ def head_service_selector(cluster: JSON) -> dict[str, str]:
     }
 
 
-def owner_references(cluster: JSON) -> list[JSON]:
+def owner_references(cluster: RayCluster) -> list[JSON]:
     """A controller reference to the RayCluster, or none while its uid is unknown (dry builds)."""
     meta = metadata(cluster)
     if not meta.get("uid"):
@@ -71,7 +77,7 @@ def owner_references(cluster: JSON) -> list[JSON]:
     ]
 
 
-def dependent_metadata(cluster: JSON, *, name: str) -> JSON:
+def dependent_metadata(cluster: RayCluster, *, name: str) -> JSON:
     """Metadata of an object a RayCluster owns besides Pods and Services (RBAC, Secrets): its
     cluster label and our created-by label (RBAC is watched by it), and an owner reference."""
     meta: JSON = {

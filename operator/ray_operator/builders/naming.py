@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import secrets
 import string
+from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, cluster_name, cluster_namespace, head_group
+from ray_operator.builders.manifest import cluster_name, cluster_namespace, head_group
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
 
 # 63 (DNS label) - len("-worker-") - 5 (random suffix): the longest prefix KubeRay keeps.
 _MAX_POD_NAME_PREFIX = 50
@@ -32,21 +37,23 @@ def pod_name_prefix(prefix: str, node_type: str) -> str:
     return f"{prefix[:_MAX_POD_NAME_PREFIX]}-{node_type}-".lower()
 
 
-def head_pod_name(cluster: JSON, *, suffix: str) -> str:
+def head_pod_name(cluster: RayCluster, *, suffix: str) -> str:
     return pod_name_prefix(cluster_name(cluster), names.HEAD_NODE) + suffix
 
 
-def worker_pod_name(cluster: JSON, group_name: str, *, suffix: str) -> str:
+def worker_pod_name(cluster: RayCluster, group_name: str, *, suffix: str) -> str:
     return pod_name_prefix(f"{cluster_name(cluster)}-{group_name}", names.WORKER_NODE) + suffix
 
 
-def head_service_name(cluster: JSON) -> str:
+def head_service_name(cluster: RayCluster) -> str:
     """`<cluster>-head-svc`, unless `headGroupSpec.headService.metadata.name` overrides it."""
     override = ((head_group(cluster).get("headService") or {}).get("metadata") or {}).get("name")
     return str(override) if override else f"{cluster_name(cluster)}-{names.HEAD_SERVICE_SUFFIX}"
 
 
-def head_service_fqdn(cluster: JSON, *, cluster_domain: str = names.DEFAULT_CLUSTER_DOMAIN) -> str:
+def head_service_fqdn(
+    cluster: RayCluster, *, cluster_domain: str = names.DEFAULT_CLUSTER_DOMAIN
+) -> str:
     """What workers join: `<head service>.<namespace>.svc.<cluster domain>`."""
     return f"{head_service_name(cluster)}.{cluster_namespace(cluster)}.svc.{cluster_domain}"
 
@@ -55,7 +62,7 @@ def serve_service_name(owner_name: str) -> str:
     return f"{owner_name}-{names.SERVE_SERVICE_SUFFIX}"
 
 
-def headless_service_name(cluster: JSON) -> str:
+def headless_service_name(cluster: RayCluster) -> str:
     return f"{cluster_name(cluster)}-{names.HEADLESS_SERVICE_SUFFIX}"
 
 
@@ -80,6 +87,6 @@ def check_name(value: str) -> str:
     return value
 
 
-def identifier(cluster: JSON, node_type: str) -> str:
+def identifier(cluster: RayCluster, node_type: str) -> str:
     """The `ray.io/identifier` label value: `<cluster>-<node type>`."""
     return check_label(f"{cluster_name(cluster)}-{node_type}")

@@ -9,10 +9,9 @@ because env var order is visible to users (later duplicates win in Kubernetes).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders import containers as inject
@@ -21,7 +20,7 @@ from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     autoscaler_version,
     cluster_annotations,
     cluster_name,
@@ -31,6 +30,7 @@ from ray_operator.builders.manifest import (
     head_group,
     is_auth_enabled,
     is_autoscaling_enabled,
+    json_copy,
     ray_container,
     spec,
 )
@@ -42,6 +42,12 @@ from ray_operator.builders.naming import (
     worker_pod_name,
 )
 from ray_operator.builders.ray_start import complete_params, head_port, ray_start_command
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
+    from ray_operator.builders.manifest import GroupSpec
+
 
 _ULIMIT = f"ulimit -n ${{{names.ENV_RAY_START_ULIMIT_OPEN_FILES}:-65536}}"
 
@@ -66,8 +72,8 @@ class PodOptions:
 class _PodDraft:
     """The Pod being built: a private copy of the group's template, plus what is known about it."""
 
-    cluster: JSON
-    group: JSON
+    cluster: RayCluster
+    group: GroupSpec
     node_type: str
     meta: JSON
     spec: JSON
@@ -83,8 +89,14 @@ class _PodDraft:
 def build_head_pod(cluster: ClusterLike, *, suffix: str, options: PodOptions | None = None) -> JSON:
     """The head Pod `<cluster>-head-<suffix>`."""
     options = options or PodOptions()
-    manifest = as_manifest(cluster)
-    draft = _draft(manifest, head_group(manifest), node_type=names.HEAD_NODE, options=options)
+    manifest = as_cluster_manifest(cluster)
+    draft = _draft(
+        manifest,
+        head_group(manifest),
+        node_type=names.HEAD_NODE,
+        group_name=names.HEAD_GROUP_NAME,
+        options=options,
+    )
     if is_autoscaling_enabled(spec(manifest)):
         _add_autoscaler(draft, options=options)
     _configure_shared(draft)
@@ -103,9 +115,11 @@ def build_worker_pod(
 ) -> JSON:
     """A worker Pod `<cluster>-<group>-worker-<suffix>`; multi-host replicas pass `replica_name`."""
     options = options or PodOptions()
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     group = find_worker_group(manifest, group_name)
-    draft = _draft(manifest, group, node_type=names.WORKER_NODE, options=options)
+    draft = _draft(
+        manifest, group, node_type=names.WORKER_NODE, group_name=group_name, options=options
+    )
     draft.meta["labels"].update(
         _replica_labels(index=replica_index, name=replica_name, host_index=host_index)
     )
@@ -122,9 +136,11 @@ def build_worker_pod(
     return _finish(draft, name=name, options=options)
 
 
-def _draft(cluster: JSON, group: JSON, *, node_type: str, options: PodOptions) -> _PodDraft:
+def _draft(
+    cluster: RayCluster, group: GroupSpec, *, node_type: str, group_name: str, options: PodOptions
+) -> _PodDraft:
     """A private copy of the group's template with KubeRay's labels and `rayStartParams`."""
-    template = copy.deepcopy(group.get("template") or {})
+    template: JSON = json_copy(group.get("template", {}))
     meta = {
         key: value
         for key, value in (template.get("metadata") or {}).items()
@@ -141,7 +157,6 @@ def _draft(cluster: JSON, group: JSON, *, node_type: str, options: PodOptions) -
         port=head_port(head_group(cluster).get("rayStartParams") or {}),
     )
     is_head = node_type == names.HEAD_NODE
-    group_name = names.HEAD_GROUP_NAME if is_head else str(group["groupName"])
     extra = _user_labels(group)
     meta["labels"] = pod_labels(cluster, node_type=node_type, group_name=group_name, extra=extra)
     draft.params = complete_params(
@@ -154,7 +169,7 @@ def _draft(cluster: JSON, group: JSON, *, node_type: str, options: PodOptions) -
     return draft
 
 
-def _user_labels(group: JSON) -> dict[str, str]:
+def _user_labels(group: GroupSpec) -> dict[str, str]:
     """Template labels overlaid with the group's top-level `labels` field (which wins)."""
     template_labels = ((group.get("template") or {}).get("metadata") or {}).get("labels") or {}
     return {**template_labels, **(group.get("labels") or {})}

@@ -17,10 +17,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON
 from ray_operator.builders.quantity import InvalidQuantityError, Quantity, format_float_like_go
+
+if TYPE_CHECKING:
+    from ray_operator.builders.manifest import GroupSpec
+
 
 # Flags that take an explicit boolean value, so "false" must be passed rather than dropped.
 _EXPLICIT_BOOLEAN_FLAGS = frozenset({"log-color", "include-dashboard", "include-log-monitor"})
@@ -39,7 +44,7 @@ def head_port(head_params: Mapping[str, str]) -> str:
 
 
 def complete_params(
-    group: JSON, *, node_type: str, head_address: str | None, container_resources: JSON
+    group: GroupSpec, *, node_type: str, head_address: str | None, container_resources: JSON
 ) -> dict[str, str]:
     """The full `rayStartParams` of a group's Ray container, with every default KubeRay adds."""
     params = {str(key): str(value) for key, value in (group.get("rayStartParams") or {}).items()}

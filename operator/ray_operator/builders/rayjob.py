@@ -14,16 +14,21 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import token_auth_env
-from ray_operator.builders.manifest import JSON
+from ray_operator.builders.manifest import JSON, json_copy, pod_spec
+from ray_operator.builders.manifest import spec as spec_of
 from ray_operator.builders.naming import check_label, head_service_name
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.models import JobSubmission
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster, RayClusterSpec, RayJob
+
 
 Object = Mapping[str, Any]
 
@@ -82,7 +87,7 @@ def originated_labels(owner: Object) -> dict[str, str]:
 
 
 def build_cluster_for_job(
-    rayjob: Object, *, name: str, submission_id: str = "", dashboard_address: str = ""
+    rayjob: RayJob, *, name: str, submission_id: str = "", dashboard_address: str = ""
 ) -> JSON:
     """The RayCluster of a RayJob: its `rayClusterSpec`, its labels and annotations, owned by it.
 
@@ -99,7 +104,7 @@ def build_cluster_for_job(
         JOB_SUBMISSION_MODE_LABEL: submission_mode(rayjob),
     }
     annotations = dict(metadata.get("annotations") or {})
-    cluster_spec: JSON = copy.deepcopy(dict(spec.get("rayClusterSpec") or {}))
+    cluster_spec: JSON = json_copy(spec.get("rayClusterSpec", {}))
     if submission_mode(rayjob) == SIDECAR_MODE:
         annotations[DISABLE_PROVISIONED_HEAD_RESTART_ANNOTATION] = "true"
         head_group = cluster_spec.setdefault("headGroupSpec", {})
@@ -108,7 +113,7 @@ def build_cluster_for_job(
             build_sidecar_submitter(
                 rayjob,
                 cluster_name=name,
-                cluster_spec=cluster_spec,
+                cluster_spec=job_cluster_spec(rayjob),
                 submission_id=submission_id,
                 dashboard_address=dashboard_address,
             )
@@ -131,10 +136,10 @@ def build_cluster_for_job(
 
 
 def build_sidecar_submitter(
-    rayjob: Object,
+    rayjob: RayJob,
     *,
     cluster_name: str,
-    cluster_spec: Object,
+    cluster_spec: RayClusterSpec,
     submission_id: str,
     dashboard_address: str,
 ) -> JSON:
@@ -144,9 +149,9 @@ def build_sidecar_submitter(
     container["command"] = ["/bin/bash", "-ce", "--"]
     container["args"] = [" ".join(sidecar_submit_command(rayjob, submission_id=submission_id))]
     container["env"] = _submitter_env(dashboard_address, submission_id)
-    if (cluster_spec.get("authOptions") or {}).get("mode") == "token":
+    if cluster_spec.get("authOptions", {}).get("mode") == "token":
         token_auth_env(
-            container, cluster_spec=dict(cluster_spec), pod_spec=None, cluster_name=cluster_name
+            container, cluster_spec=cluster_spec, pod_spec=None, cluster_name=cluster_name
         )
     return container
 
@@ -161,10 +166,10 @@ def _submitter_env(dashboard_address: str, submission_id: str) -> list[JSON]:
     return [{"name": name, "value": value} if value else {"name": name} for name, value in pairs]
 
 
-def _default_submitter_container(cluster_spec: Object) -> JSON:
+def _default_submitter_container(cluster_spec: RayClusterSpec) -> JSON:
     """KubeRay's `GetDefaultSubmitterContainer`: the head's image, small fixed resources."""
-    head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
-    image = ((head.get("spec") or {}).get("containers") or [{}])[0].get("image")
+    containers = pod_spec(cluster_spec.get("headGroupSpec", {})).get("containers") or []
+    image = containers[0].get("image") if containers else None
     return {
         "name": SUBMITTER_CONTAINER_NAME,
         # The head's image, so `ray job submit` matches the cluster's Ray version.
@@ -176,12 +181,18 @@ def _default_submitter_container(cluster_spec: Object) -> JSON:
     }
 
 
-def submission_mode(rayjob: Object) -> str:
+def job_cluster_spec(rayjob: RayJob) -> RayClusterSpec:
+    """`spec.rayClusterSpec` (empty when the RayJob runs on a selected cluster instead)."""
+    found = rayjob.get("spec", {}).get("rayClusterSpec")
+    return found if found is not None else cast("RayClusterSpec", {})
+
+
+def submission_mode(rayjob: RayJob) -> str:
     """`spec.submissionMode`, defaulted as the CRD does (K8sJobMode)."""
     return str((rayjob.get("spec") or {}).get("submissionMode") or "K8sJobMode")
 
 
-def runtime_env(rayjob: Object) -> dict[str, Any] | None:
+def runtime_env(rayjob: RayJob) -> dict[str, Any] | None:
     """`runtimeEnvYAML` parsed; None when unset."""
     text = (rayjob.get("spec") or {}).get("runtimeEnvYAML")
     if not text:
@@ -197,7 +208,7 @@ def runtime_env(rayjob: Object) -> dict[str, Any] | None:
     return parsed
 
 
-def job_submission(rayjob: Object, *, submission_id: str) -> JobSubmission:
+def job_submission(rayjob: RayJob, *, submission_id: str) -> JobSubmission:
     """The HTTPMode submission body (KubeRay's `ConvertRayJobToReq`)."""
     spec = rayjob.get("spec") or {}
     resources = None
@@ -219,7 +230,7 @@ def job_submission(rayjob: Object, *, submission_id: str) -> JobSubmission:
     )
 
 
-def job_submit_command(rayjob: Object, *, dashboard_address: str, submission_id: str) -> list[str]:
+def job_submit_command(rayjob: RayJob, *, dashboard_address: str, submission_id: str) -> list[str]:
     """KubeRay's K8sJobMode shell words: wait for the GCS, submit unless already submitted, follow.
 
     `ray job submit` alone would submit twice when the Job's Pod is retried (kuberay#2154), so the
@@ -236,7 +247,7 @@ def job_submit_command(rayjob: Object, *, dashboard_address: str, submission_id:
     return command
 
 
-def sidecar_submit_command(rayjob: Object, *, submission_id: str) -> list[str]:
+def sidecar_submit_command(rayjob: RayJob, *, submission_id: str) -> list[str]:
     """KubeRay's SidecarMode shell words: wait for the GCS, then `ray job submit` and wait for it.
 
     The sidecar shares the head's network namespace, so it talks to 127.0.0.1 at the head
@@ -252,11 +263,10 @@ def sidecar_submit_command(rayjob: Object, *, submission_id: str) -> list[str]:
     return command + _submission_words(rayjob, submission_id=submission_id)
 
 
-def dashboard_port(rayjob: Object) -> int:
+def dashboard_port(rayjob: RayJob) -> int:
     """The head container's port named `dashboard` in `rayClusterSpec`, else 8265."""
-    head = (((rayjob.get("spec") or {}).get("rayClusterSpec") or {}).get("headGroupSpec")) or {}
-    containers = ((head.get("template") or {}).get("spec") or {}).get("containers") or [{}]
-    for port in containers[0].get("ports") or ():
+    containers = pod_spec(job_cluster_spec(rayjob).get("headGroupSpec", {})).get("containers")
+    for port in (containers[0].get("ports") or ()) if containers else ():
         if port.get("name") == "dashboard" and port.get("containerPort"):
             return int(port["containerPort"])
     return names.DASHBOARD_PORT
@@ -271,7 +281,7 @@ def _wait_for_gcs(address: str, *, health_url: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _submission_words(rayjob: Object, *, submission_id: str) -> list[str]:
+def _submission_words(rayjob: RayJob, *, submission_id: str) -> list[str]:
     """`ray job submit`'s options after `--address`, the entrypoint and the closing `;`."""
     spec = rayjob.get("spec") or {}
     words: list[str] = []
@@ -309,7 +319,7 @@ def _double_quoted(text: str) -> str:
 
 
 def build_submitter_job(
-    rayjob: Object, cluster: Object, *, dashboard_address: str, submission_id: str
+    rayjob: RayJob, cluster: RayCluster, *, dashboard_address: str, submission_id: str
 ) -> JSON:
     """The batch/v1 Job that runs `ray job submit` (K8sJobMode), named like the RayJob."""
     metadata = rayjob["metadata"]
@@ -327,11 +337,11 @@ def build_submitter_job(
             )
         ]
     container.setdefault("env", []).extend(_submitter_env(dashboard_address, submission_id))
-    cluster_spec = cluster.get("spec") or {}
-    if (cluster_spec.get("authOptions") or {}).get("mode") == "token":
+    cluster_spec = spec_of(cluster)
+    if cluster_spec.get("authOptions", {}).get("mode") == "token":
         token_auth_env(
             container,
-            cluster_spec=dict(cluster_spec),
+            cluster_spec=cluster_spec,
             pod_spec=template["spec"],
             cluster_name=cluster["metadata"]["name"],
         )
@@ -354,17 +364,17 @@ def build_submitter_job(
     }
 
 
-def _submitter_template(spec: Object, cluster: Object) -> JSON:
+def _submitter_template(spec: Object, cluster: RayCluster) -> JSON:
     if spec.get("submitterPodTemplate"):
         template: JSON = copy.deepcopy(dict(spec["submitterPodTemplate"]))
         template.setdefault("spec", {}).setdefault("containers", [{}])
         template["spec"].setdefault("restartPolicy", "Never")
         return template
-    container = _default_submitter_container(cluster.get("spec") or {})
+    container = _default_submitter_container(spec_of(cluster))
     return {"spec": {"containers": [container], "restartPolicy": "Never"}}
 
 
-def build_head_service_for_owner(owner: Object, cluster: Object) -> JSON:
+def build_head_service_for_owner(owner: Object, cluster: RayCluster) -> JSON:
     """`<owner>-head-svc` (RayJob or RayService) selecting `cluster`'s head Pod.
 
     KubeRay's `BuildHeadServiceForRayJob`/`ForRayService`: the cluster's head Service under the
@@ -386,6 +396,6 @@ def build_head_service_for_owner(owner: Object, cluster: Object) -> JSON:
     return service
 
 
-def head_service_of(cluster: Object) -> str:
+def head_service_of(cluster: RayCluster) -> str:
     """The name of the cluster's own head Service."""
-    return head_service_name(dict(cluster))
+    return head_service_name(cluster)

@@ -10,18 +10,17 @@ config hashes differently needs a new cluster (zero-downtime upgrade).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ray_operator import labels as names
 from ray_operator.builders.hashing import spec_hash, spec_hash_of_first_groups
-from ray_operator.builders.manifest import JSON
+from ray_operator.builders.manifest import JSON, json_copy
 from ray_operator.builders.naming import serve_service_name
 from ray_operator.builders.rayjob import (
     build_head_service_for_owner,
@@ -30,6 +29,10 @@ from ray_operator.builders.rayjob import (
 )
 from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.builders.services import NoServePortError, head_ports
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster, RayService
+
 
 Object = Mapping[str, Any]
 
@@ -42,7 +45,7 @@ class InvalidServeConfigError(ValueError):
     """`serveConfigV2` is not a YAML mapping."""
 
 
-def cluster_config_hash(rayservice: Object) -> str:
+def cluster_config_hash(rayservice: RayService) -> str:
     """KubeRay's `ray.io/hash-without-replicas-and-workers-to-delete` of `rayClusterConfig` as
     stored: `hashing.spec_hash` without `suspend` (KubeRay's `rayClusterSpecForHashing`; KubeRay
     hands `suspend` to Kueue once the cluster exists). Raises `hashing.GoDecodeError` for a
@@ -50,16 +53,18 @@ def cluster_config_hash(rayservice: Object) -> str:
     return spec_hash(_config_for_hashing(rayservice))
 
 
-def cluster_config_hash_of_first_groups(rayservice: Object, count: int) -> str | None:
+def cluster_config_hash_of_first_groups(rayservice: RayService, count: int) -> str | None:
     """`cluster_config_hash` over the first `count` worker groups only (None when the config has
     fewer): KubeRay's partial comparison, true when groups were only added at the end."""
     return spec_hash_of_first_groups(_config_for_hashing(rayservice), count)
 
 
-def is_cluster_spec_hash_equal(rayservice: Object, cluster: Object, *, partial: bool) -> bool:
+def is_cluster_spec_hash_equal(
+    rayservice: RayService, cluster: RayCluster, *, partial: bool
+) -> bool:
     """KubeRay's `isClusterSpecHashEqual`: the cluster's recorded hash equals the RayService's,
     over all worker groups or (`partial`) over the `ray.io/num-worker-groups` it was built with."""
-    annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+    annotations = cluster["metadata"].get("annotations") or {}
     recorded = str(annotations.get(CLUSTER_HASH_ANNOTATION, ""))
     if not partial:
         return recorded == cluster_config_hash(rayservice)
@@ -70,15 +75,15 @@ def is_cluster_spec_hash_equal(rayservice: Object, cluster: Object, *, partial: 
     return recorded == (cluster_config_hash_of_first_groups(rayservice, count) or "")
 
 
-def _config_for_hashing(rayservice: Object) -> dict[str, Any]:
-    config = (rayservice.get("spec") or {}).get("rayClusterConfig") or {}
+def _config_for_hashing(rayservice: RayService) -> dict[str, Any]:
+    config = rayservice.get("spec", {}).get("rayClusterConfig", {})
     return {key: value for key, value in config.items() if key != "suspend"}
 
 
-def build_cluster_for_service(rayservice: Object, *, name: str) -> JSON:
+def build_cluster_for_service(rayservice: RayService, *, name: str) -> JSON:
     """A RayCluster for the RayService, named `name`, owned by it, stamped with the config hash."""
     metadata = rayservice["metadata"]
-    config = copy.deepcopy(dict((rayservice.get("spec") or {}).get("rayClusterConfig") or {}))
+    config: JSON = json_copy(rayservice.get("spec", {}).get("rayClusterConfig", {}))
     annotations = {
         **(metadata.get("annotations") or {}),
         CLUSTER_HASH_ANNOTATION: cluster_config_hash(rayservice),
@@ -99,14 +104,14 @@ def build_cluster_for_service(rayservice: Object, *, name: str) -> JSON:
     }
 
 
-def build_serve_service_for_service(rayservice: Object, cluster: Object) -> JSON:
+def build_serve_service_for_service(rayservice: RayService, cluster: RayCluster) -> JSON:
     """`<rayservice>-serve-svc` over the Pods of `cluster` whose Serve proxy is healthy
     (`ray.io/serve: "true"`); `spec.serveService` replaces the default, minus its selector."""
     name = rayservice["metadata"]["name"]
-    spec = rayservice.get("spec") or {}
+    spec = rayservice.get("spec", {})
     ports = [
         {"name": port, "port": number}
-        for port, number in sorted(head_ports(dict(cluster)).items())
+        for port, number in sorted(head_ports(cluster).items())
         if port == names.SERVE_PORT_NAME or port.startswith(names.SERVE_PORT_NAME + "-")
     ]
     custom = spec.get("serveService")
@@ -122,10 +127,10 @@ def build_serve_service_for_service(rayservice: Object, cluster: Object) -> JSON
         names.CREATED_BY_LABEL: names.CREATED_BY,
     }
     selector = {names.CLUSTER_LABEL: cluster["metadata"]["name"], names.SERVE_LABEL: "true"}
-    service_type = ((spec.get("rayClusterConfig") or {}).get("headGroupSpec") or {}).get(
-        "serviceType"
-    ) or "ClusterIP"
-    service: JSON = copy.deepcopy(dict(custom)) if custom else {}
+    service_type = (
+        spec.get("rayClusterConfig", {}).get("headGroupSpec", {}).get("serviceType") or "ClusterIP"
+    )
+    service: JSON = json_copy(custom) if custom else {}
     service_meta = service.setdefault("metadata", {})
     service_meta["name"] = service_meta.get("name") or serve_service_name(name)
     service_meta["namespace"] = rayservice["metadata"]["namespace"]
@@ -142,15 +147,15 @@ def build_serve_service_for_service(rayservice: Object, cluster: Object) -> JSON
     return service
 
 
-def build_head_service_for_service(rayservice: Object, cluster: Object) -> JSON:
+def build_head_service_for_service(rayservice: RayService, cluster: RayCluster) -> JSON:
     """`<rayservice>-head-svc` selecting the head Pod of `cluster`."""
     return build_head_service_for_owner(rayservice, cluster)
 
 
-def serve_config(rayservice: Object) -> dict[str, Any]:
+def serve_config(rayservice: RayService) -> dict[str, Any]:
     """`serveConfigV2` parsed as KubeRay parses it (`serve_yaml`: the same loader as admission),
     the body of `PUT /api/serve/applications/`."""
-    text = (rayservice.get("spec") or {}).get("serveConfigV2") or ""
+    text = rayservice.get("spec", {}).get("serveConfigV2") or ""
     try:
         parsed = load_serve_config(text) if text else {}
     except (yaml.YAMLError, RecursionError, ValueError) as error:
@@ -160,7 +165,7 @@ def serve_config(rayservice: Object) -> dict[str, Any]:
     return parsed
 
 
-def serve_config_hash(rayservice: Object) -> str:
+def serve_config_hash(rayservice: RayService) -> str:
     """A digest of the parsed `serveConfigV2` (YAML formatting and key order do not count)."""
     canonical = json.dumps(serve_config(rayservice), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -13,10 +13,11 @@ from __future__ import annotations
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_name,
     cluster_namespace,
     head_group,
+    pod_spec,
 )
 from ray_operator.builders.metadata import dependent_metadata
 from ray_operator.builders.naming import check_name
@@ -31,20 +32,18 @@ AUTOSCALER_RULES: tuple[JSON, ...] = (
 
 def autoscaler_service_account_name(cluster: ClusterLike) -> str:
     """The head Pod's ServiceAccount: the one its template names, else the cluster's name."""
-    manifest = as_manifest(cluster)
-    template_spec = (head_group(manifest).get("template") or {}).get("spec") or {}
-    return str(template_spec.get("serviceAccountName") or cluster_name(manifest))
+    manifest = as_cluster_manifest(cluster)
+    return str(pod_spec(head_group(manifest)).get("serviceAccountName") or cluster_name(manifest))
 
 
 def user_names_service_account(cluster: ClusterLike) -> bool:
     """Whether the head template names a ServiceAccount (then the user creates it, not us)."""
-    manifest = as_manifest(cluster)
-    template_spec = (head_group(manifest).get("template") or {}).get("spec") or {}
-    return bool(template_spec.get("serviceAccountName"))
+    manifest = as_cluster_manifest(cluster)
+    return bool(pod_spec(head_group(manifest)).get("serviceAccountName"))
 
 
 def build_autoscaler_service_account(cluster: ClusterLike) -> JSON:
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -55,7 +54,7 @@ def build_autoscaler_service_account(cluster: ClusterLike) -> JSON:
 
 
 def build_autoscaler_role(cluster: ClusterLike) -> JSON:
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -65,7 +64,7 @@ def build_autoscaler_role(cluster: ClusterLike) -> JSON:
 
 
 def build_autoscaler_role_binding(cluster: ClusterLike) -> JSON:
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     name = check_name(cluster_name(manifest))
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",

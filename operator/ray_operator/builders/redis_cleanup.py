@@ -13,14 +13,14 @@ long deletion may wait for it (KubeRay's `ray.io/gcs-ft-deletion-timeout`, defau
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import shell_command
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_annotations,
     cluster_name,
     cluster_namespace,
@@ -31,6 +31,10 @@ from ray_operator.builders.manifest import (
 from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.naming import check_label
 from ray_operator.builders.pods import PodOptions, build_head_pod
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
 
 REDIS_CLEANUP_NODE: Final = "redis-cleanup"
 """The `ray.io/node-type` of the cleanup Job and its Pod (KubeRay's `RedisCleanupNode`)."""
@@ -71,14 +75,13 @@ _CONNECT_RETRY_ENV: Final = (
 _ACTIVE_DEADLINE_S: Final = 300
 
 
-def needs_redis_cleanup(cluster: Mapping[str, Any]) -> bool:
+def needs_redis_cleanup(cluster: RayCluster) -> bool:
     """Whether deleting the cluster must clean Redis: GCS FT on, with the Redis backend (asked
     every reconcile: no copy made)."""
-    manifest = dict(cluster)
-    return is_gcs_ft_enabled(manifest) and not is_gcs_ft_embedded(spec(manifest))
+    return is_gcs_ft_enabled(cluster) and not is_gcs_ft_embedded(spec(cluster))
 
 
-def redis_cleanup_job_name(cluster: JSON) -> str:
+def redis_cleanup_job_name(cluster: RayCluster) -> str:
     """`<cluster>-redis-cleanup`, clipped to a label value as KubeRay's `TrimJobName` does."""
     return check_label(f"{cluster_name(cluster)}-redis-cleanup")
 
@@ -89,7 +92,7 @@ def is_redis_cleanup_job(job: Mapping[str, Any]) -> bool:
 
 def build_redis_cleanup_job(cluster: ClusterLike, *, options: PodOptions | None = None) -> JSON:
     """The Job: the head Pod's labels, annotations and Ray container, running Ray's cleanup."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     pod = build_head_pod(manifest, suffix="cleanup", options=options)
     labels = {**pod["metadata"]["labels"], names.NODE_TYPE_LABEL: REDIS_CLEANUP_NODE}
     annotations = dict(pod["metadata"].get("annotations") or {})
@@ -159,7 +162,7 @@ def job_outcome(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def deletion_timeout_s(cluster: JSON) -> int:
+def deletion_timeout_s(cluster: RayCluster) -> int:
     """How long after its deletion request the cluster waits for the cleanup (the annotation, if
     a positive integer, else 300 s)."""
     text = cluster_annotations(cluster).get(DELETION_TIMEOUT_ANNOTATION, "")

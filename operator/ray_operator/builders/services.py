@@ -13,17 +13,21 @@ labels (`runtime/kinds.py: SERVICE_SELECTORS`), and the head Service's selector 
 
 from __future__ import annotations
 
-import copy
+from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
+    as_cluster_manifest,
     as_manifest,
     cluster_name,
     cluster_namespace,
     head_group,
+    json_copy,
+    pod_spec,
     ray_container,
+    spec,
     worker_groups,
 )
 from ray_operator.builders.metadata import head_service_selector, owner_references
@@ -32,6 +36,10 @@ from ray_operator.builders.naming import (
     headless_service_name,
     serve_service_name,
 )
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
 
 _DEFAULT_HEAD_PORTS = {
     names.CLIENT_PORT_NAME: names.CLIENT_PORT,
@@ -48,8 +56,8 @@ class NoServePortError(ValueError):
 
 def head_ports(cluster: ClusterLike) -> dict[str, int]:
     """Port name → number the head Service exposes (KubeRay's `getServicePorts`)."""
-    manifest = as_manifest(cluster)
-    container = ray_container((head_group(manifest).get("template") or {}).get("spec") or {})
+    manifest = as_cluster_manifest(cluster)
+    container = ray_container(pod_spec(head_group(manifest)))
     ports: dict[str, int] = {}
     for port in container.get("ports") or []:
         number = int(port["containerPort"])
@@ -63,10 +71,10 @@ def head_ports(cluster: ClusterLike) -> dict[str, int]:
 
 def build_head_service(cluster: ClusterLike, *, headless: bool = True) -> JSON:
     """The head Service; `headless=False` is KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     group = head_group(manifest)
     selector = _head_selector(manifest)
-    service_annotations = dict((manifest.get("spec") or {}).get("headServiceAnnotations") or {})
+    service_annotations = dict(spec(manifest).get("headServiceAnnotations") or {})
     ports = [
         {"name": name, "port": number, "appProtocol": "tcp"}
         for name, number in sorted(head_ports(manifest).items())
@@ -75,7 +83,7 @@ def build_head_service(cluster: ClusterLike, *, headless: bool = True) -> JSON:
     if custom is not None:
         return _complete_user_head_service(
             manifest,
-            copy.deepcopy(custom),
+            json_copy(custom),
             selector=selector,
             ports=ports,
             annotations=service_annotations,
@@ -92,7 +100,7 @@ def build_head_service(cluster: ClusterLike, *, headless: bool = True) -> JSON:
     return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": service_spec}
 
 
-def _head_selector(cluster: JSON) -> dict[str, str]:
+def _head_selector(cluster: RayCluster) -> dict[str, str]:
     selector = head_service_selector(cluster)
     # KubeRay lets a template's `app.kubernetes.io/name` replace the default in the selector.
     template_labels = ((head_group(cluster).get("template") or {}).get("metadata") or {}).get(
@@ -104,7 +112,7 @@ def _head_selector(cluster: JSON) -> dict[str, str]:
 
 
 def _complete_user_head_service(
-    cluster: JSON,
+    cluster: RayCluster,
     service: JSON,
     *,
     selector: dict[str, str],
@@ -143,13 +151,14 @@ def _complete_user_head_service(
 def needs_headless_service(cluster: ClusterLike) -> bool:
     """Whether any worker group is multi-host (`numOfHosts` > 1)."""
     return any(
-        int(group.get("numOfHosts") or 1) > 1 for group in worker_groups(as_manifest(cluster))
+        int(group.get("numOfHosts") or 1) > 1
+        for group in worker_groups(as_cluster_manifest(cluster))
     )
 
 
 def build_headless_service(cluster: ClusterLike) -> JSON:
     """`<cluster>-headless`: DNS for peer traffic between hosts of multi-host worker replicas."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     name = cluster_name(manifest)
     labels = {
         names.HEADLESS_WORKER_SERVICE_LABEL: name,
@@ -175,7 +184,7 @@ def wants_serve_service(cluster: ClusterLike) -> bool:
 
 def build_serve_service(cluster: ClusterLike) -> JSON:
     """`<cluster>-serve-svc` over every Pod of the cluster, exposing the head's serve ports."""
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     name = cluster_name(manifest)
     ports = [
         {"name": port_name, "port": number}
@@ -204,7 +213,7 @@ def build_serve_service(cluster: ClusterLike) -> JSON:
     return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": service_spec}
 
 
-def _meta(cluster: JSON, *, name: str, labels: dict[str, str]) -> JSON:
+def _meta(cluster: RayCluster, *, name: str, labels: dict[str, str]) -> JSON:
     meta: JSON = {"name": name, "namespace": cluster_namespace(cluster), "labels": labels}
     owners = owner_references(cluster)
     if owners:

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.naming import check_name
@@ -53,6 +53,10 @@ from ray_operator.status.dashboard_reachability import (
     with_reachability,
 )
 from ray_operator.urls import shown_url
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +93,7 @@ class DashboardAccess:
         self._told: dict[str, str | None] = {}
 
     @contextlib.asynccontextmanager
-    async def open(self, cluster: Object) -> AsyncIterator[DashboardClient]:
+    async def open(self, cluster: RayCluster) -> AsyncIterator[DashboardClient]:
         """A client for `cluster`'s dashboard; `DashboardUnavailable` while cooling down."""
         key = _cluster_key(cluster)
         failures = self._failures.get(key)
@@ -115,7 +119,9 @@ class DashboardAccess:
                 raise
             self._failures.pop(key, None)
 
-    def reachability(self, cluster: Object, error: DashboardError | None) -> Reachability | None:
+    def reachability(
+        self, cluster: RayCluster, error: DashboardError | None
+    ) -> Reachability | None:
         """What a check of `cluster`'s dashboard found; None when it learnt nothing (the
         dashboard was cooling down, or answered with something we could not use)."""
         url = shown_url(self.resolver.dashboard_url(cluster) or "")
@@ -163,12 +169,12 @@ class DashboardAccess:
         """Drop what was reported for a RayJob or RayService that is gone."""
         self._told.pop(f"{namespace}/{name}", None)
 
-    def cooldown_remaining(self, cluster: Object) -> float:
+    def cooldown_remaining(self, cluster: RayCluster) -> float:
         """Seconds before the dashboard of `cluster` is asked again (0: now)."""
         failures = self._failures.get(_cluster_key(cluster))
         return 0.0 if failures is None else max(0.0, failures.until - self._clock())
 
-    async def serve_proxy_healthy(self, cluster: Object, head_pod: Object) -> bool | None:
+    async def serve_proxy_healthy(self, cluster: RayCluster, head_pod: Pod) -> bool | None:
         """Whether the head's Serve proxy is healthy; None when its address is unknown."""
         url = self.resolver.serve_proxy_url(cluster, head_pod)
         if not url:
@@ -181,9 +187,8 @@ class DashboardAccess:
         cooldown = min(MAX_COOLDOWN, INITIAL_COOLDOWN * 2 ** (count - 1))
         self._failures[key] = _Failures(count, self._clock() + cooldown)
 
-    async def _token(self, cluster: Object) -> str | None:
-        spec = cluster.get("spec") or {}
-        options = spec.get("authOptions") or {}
+    async def _token(self, cluster: RayCluster) -> str | None:
+        options = cluster.get("spec", {}).get("authOptions", {})
         if options.get("mode") != "token":
             return None
         metadata = cluster["metadata"]
@@ -205,6 +210,6 @@ class DashboardAccess:
         return base64.b64decode(encoded).decode().strip()
 
 
-def _cluster_key(cluster: Object) -> str:
+def _cluster_key(cluster: Mapping[str, Any]) -> str:
     metadata = cluster.get("metadata") or {}
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"

@@ -44,7 +44,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from ray_operator import labels as names
 from ray_operator.builders.auth import (
@@ -132,6 +132,9 @@ from ray_operator.validation.errors import FieldError
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
 
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
@@ -189,6 +192,8 @@ NAMES_PER_EVENT = 10
 RANDOM_SUFFIX_LENGTH = 5
 
 T = TypeVar("T")
+_Viewed = TypeVar("_Viewed", bound=Mapping[str, Any])
+"""A cached kind's view (`Kind[_Viewed]`), e.g. `Pod`."""
 
 
 @dataclass
@@ -259,7 +264,7 @@ class RayClusterController:
         # The status we last wrote, per cluster, with the resourceVersion our write produced:
         # until the watch delivers that version the cache shows the older status, and comparing
         # with it would write the same status twice.
-        self._written_status: dict[ObjectKey, tuple[str, dict[str, Any]]] = {}
+        self._written_status: dict[ObjectKey, tuple[str, Mapping[str, Any]]] = {}
         # KubeRay's ENABLE_GCS_FT_REDIS_CLEANUP, read the way it reads it: anything but "false".
         self._redis_cleanup = (
             redis_cleanup
@@ -342,7 +347,7 @@ class RayClusterController:
 
     # --- what the cache shows, corrected by our own pending writes -----------------------------
 
-    def observed(self, kind: Kind, key: ObjectKey, cluster: Object) -> list[Object]:
+    def observed(self, kind: Kind[_Viewed], key: ObjectKey, cluster: RayCluster) -> list[_Viewed]:
         """This cluster's objects of `kind` (owned by its uid), with our creates not yet cached."""
         uid = cluster["metadata"]["uid"]
         cached = [
@@ -350,14 +355,15 @@ class RayClusterController:
             for obj in self._store.list_for_cluster(kind, key.namespace, key.name)
             if _owned_by(obj, uid)
         ]
-        return self._expectations[kind].observe(key, cached)
+        # Our creates are built objects of the same kind, so of the same view.
+        return cast("list[_Viewed]", self._expectations[kind].observe(key, cached))
 
-    def observed_pods(self, key: ObjectKey, cluster: Object) -> list[Object]:
+    def observed_pods(self, key: ObjectKey, cluster: RayCluster) -> list[Pod]:
         return self.observed(POD, key, cluster)
 
     # --- steps -------------------------------------------------------------------------------
 
-    def validation_problems(self, key: ObjectKey, cluster: Object) -> list[FieldError]:
+    def validation_problems(self, key: ObjectKey, cluster: RayCluster) -> list[FieldError]:
         """`validate_raycluster`, once per version of the cluster.
 
         Validation is a pure function of the object and O(its size) — including the decode as
@@ -406,7 +412,7 @@ class RayClusterController:
             )
 
     async def delete_objects_of_earlier_incarnations(
-        self, key: ObjectKey, cluster: Object, batch: _Batch
+        self, key: ObjectKey, cluster: RayCluster, batch: _Batch
     ) -> None:
         """Pods/Services of a deleted RayCluster of the same name must not join the new one."""
         uid = cluster["metadata"]["uid"]
@@ -415,16 +421,16 @@ class RayClusterController:
             key, batch.take(stale), why="it belonged to an earlier RayCluster of this name"
         )
 
-    async def ensure_head_service(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_head_service(self, key: ObjectKey, cluster: RayCluster) -> None:
         await self._ensure_service(key, cluster, build_head_service(cluster))
 
-    async def ensure_headless_worker_service(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_headless_worker_service(self, key: ObjectKey, cluster: RayCluster) -> None:
         if needs_headless_service(cluster):
             await self._ensure_service(key, cluster, build_headless_service(cluster))
 
-    async def ensure_autoscaler_rbac(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_autoscaler_rbac(self, key: ObjectKey, cluster: RayCluster) -> None:
         """The ServiceAccount, Role and RoleBinding Ray's autoscaler acts with (as KubeRay)."""
-        if not is_autoscaling_enabled(spec(dict(cluster))):
+        if not is_autoscaling_enabled(spec(cluster)):
             return
         if not user_names_service_account(cluster):
             await self._ensure_object(
@@ -435,7 +441,7 @@ class RayClusterController:
             key, cluster, ROLE_BINDING, build_autoscaler_role_binding(cluster)
         )
 
-    async def ensure_auth_secret(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_auth_secret(self, key: ObjectKey, cluster: RayCluster) -> None:
         """The generated Ray auth token Secret of a token-auth cluster (as KubeRay makes it)."""
         uid = cluster["metadata"]["uid"]
         if uid in self._auth_secret_ensured or not needs_generated_auth_secret(cluster):
@@ -456,7 +462,7 @@ class RayClusterController:
             )
         self._auth_secret_ensured.add(uid)
 
-    async def ensure_ingress(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_ingress(self, key: ObjectKey, cluster: RayCluster) -> None:
         """The head's Ingress of `enableIngress` (KubeRay's `reconcileIngress`).
 
         As KubeRay, an Ingress of that name this cluster does not own is left alone (a Warning
@@ -488,7 +494,7 @@ class RayClusterController:
         await self._follow_cluster_annotations(key, cluster, desired, existing)
 
     async def _follow_cluster_annotations(
-        self, key: ObjectKey, cluster: Object, desired: Object, existing: Object
+        self, key: ObjectKey, cluster: RayCluster, desired: Object, existing: Object
     ) -> None:
         """Write the cluster's changed annotations onto its Ingress, once per version seen."""
         annotations = ingress_annotation_patch(desired, existing)
@@ -506,7 +512,7 @@ class RayClusterController:
             message=f"Updated ingress {key.namespace}/{name}",
         )
 
-    async def ensure_gcs_storage_pvc(self, key: ObjectKey, cluster: Object) -> None:
+    async def ensure_gcs_storage_pvc(self, key: ObjectKey, cluster: RayCluster) -> None:
         """The PVC of embedded GCS FT (KubeRay's `reconcileGCSStoragePVC`), created once.
 
         A `<cluster>-gcs-pvc` that exists is adopted as it is — a retained one keeps its RocksDB
@@ -515,9 +521,9 @@ class RayClusterController:
         Retain: not owned, kept). A user's own claim (`storage.claimName`) is never created,
         owned or deleted; a missing one is reported, the head waits for it.
         """
-        if not is_gcs_ft_enabled(dict(cluster)) or not is_gcs_ft_embedded(spec(dict(cluster))):
+        if not is_gcs_ft_enabled(cluster) or not is_gcs_ft_embedded(spec(cluster)):
             return
-        storage = (spec(dict(cluster)).get("gcsFaultToleranceOptions") or {}).get("storage") or {}
+        storage = spec(cluster).get("gcsFaultToleranceOptions", {}).get("storage", {})
         if storage.get("claimName"):
             await self.check_user_gcs_storage_claim(key, cluster)
             return
@@ -550,7 +556,7 @@ class RayClusterController:
         await self.adopt_gcs_storage_pvc(key, cluster, existing)
 
     async def _create_gcs_storage_pvc(
-        self, key: ObjectKey, cluster: Object, pvc: Object
+        self, key: ObjectKey, cluster: RayCluster, pvc: Object
     ) -> Object | None:
         """Create the PVC (None), or read the one that already has its name (to adopt it)."""
         name = f"{key.namespace}/{pvc['metadata']['name']}"
@@ -582,7 +588,7 @@ class RayClusterController:
         )
         return None
 
-    async def adopt_gcs_storage_pvc(self, key: ObjectKey, cluster: Object, pvc: Object) -> None:
+    async def adopt_gcs_storage_pvc(self, key: ObjectKey, cluster: RayCluster, pvc: Object) -> None:
         """Align the PVC's controller reference with `deletionPolicy` (one patch, or none)."""
         name = pvc["metadata"]["name"]
         try:
@@ -600,9 +606,9 @@ class RayClusterController:
             return  # Deleted meanwhile: its event brings us back, and a new one is created.
         logger.info("%s: set the owner of PersistentVolumeClaim %s per deletionPolicy", key, name)
 
-    async def check_user_gcs_storage_claim(self, key: ObjectKey, cluster: Object) -> None:
+    async def check_user_gcs_storage_claim(self, key: ObjectKey, cluster: RayCluster) -> None:
         """A Warning Event when the user's claim does not exist (read by name until it does)."""
-        claim = gcs_storage_claim_name(dict(cluster))
+        claim = gcs_storage_claim_name(cluster)
         seen = (cluster["metadata"]["uid"], f"claim:{claim}")
         if seen in self._reported.get(key, ()):
             return
@@ -619,7 +625,7 @@ class RayClusterController:
             return
         self._reported.setdefault(key, set()).add(seen)
 
-    async def ensure_redis_cleanup_finalizer(self, cluster: Object) -> bool:
+    async def ensure_redis_cleanup_finalizer(self, cluster: RayCluster) -> bool:
         """Add KubeRay's Redis cleanup finalizer to a Redis-backed GCS FT cluster; True when it
         had to be added (as KubeRay, nothing else is done before it is there)."""
         if not self._redis_cleanup or not needs_redis_cleanup(cluster):
@@ -629,7 +635,7 @@ class RayClusterController:
             logger.info("%s: added %s", ObjectKey.of(cluster), REDIS_CLEANUP_FINALIZER)
         return added
 
-    async def finish_deletion(self, key: ObjectKey, cluster: Object) -> Result:
+    async def finish_deletion(self, key: ObjectKey, cluster: RayCluster) -> Result:
         """The cluster is being deleted: run the Redis cleanup if our finalizer holds it.
 
         Under another controller's finalizer nothing is done: creation stops (a running
@@ -646,7 +652,7 @@ class RayClusterController:
             return Result()  # ENABLE_GCS_FT_REDIS_CLEANUP=false: cleaned up and removed by hand.
         return await self.clean_up_redis(key, cluster)
 
-    async def clean_up_redis(self, key: ObjectKey, cluster: Object) -> Result:
+    async def clean_up_redis(self, key: ObjectKey, cluster: RayCluster) -> Result:
         """Delete the Pods; once the head is gone run the cleanup Job; when it has finished (or
         the deletion timeout passed) remove the finalizer. The head must be gone first: a GCS
         still writing would leave keys behind the cleanup."""
@@ -695,11 +701,11 @@ class RayClusterController:
             logger.info("%s: Redis cleanup Job %s completed; finalizer removed", key, job_name)
         return Result()
 
-    async def create_redis_cleanup_job(self, key: ObjectKey, cluster: Object) -> None:
+    async def create_redis_cleanup_job(self, key: ObjectKey, cluster: RayCluster) -> None:
         """Create `<cluster>-redis-cleanup` (Events as KubeRay's: CreatedRedisCleanupJob, or
         FailedToCreateRedisCleanupJob and a retry with backoff)."""
         job = build_redis_cleanup_job(cluster, options=self._pod_options)
-        name = f"{key.namespace}/{redis_cleanup_job_name(dict(cluster))}"
+        name = f"{key.namespace}/{redis_cleanup_job_name(cluster)}"
         try:
             created = await self._client.create(JOB, job, namespace=key.namespace)
         except AlreadyExists:
@@ -718,7 +724,7 @@ class RayClusterController:
             cluster, reason="CreatedRedisCleanupJob", message=f"Created Redis cleanup Job {name}"
         )
 
-    async def force_remove_redis_cleanup_finalizer(self, cluster: Object) -> None:
+    async def force_remove_redis_cleanup_finalizer(self, cluster: RayCluster) -> None:
         """The cleanup took longer than the deletion timeout: let the deletion finish anyway."""
         await remove_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
         namespace = (cluster["metadata"].get("annotations") or {}).get(
@@ -728,17 +734,17 @@ class RayClusterController:
             cluster,
             reason="ForceDeletedStuckCluster",
             type="Warning",
-            message=f"Force-removed GCS FT finalizer after {deletion_timeout_s(dict(cluster))}s "
+            message=f"Force-removed GCS FT finalizer after {deletion_timeout_s(cluster)}s "
             f"due to Redis cleanup timeout; Redis storage namespace {namespace!r} may need "
             "manual cleanup",
         )
 
-    def _seconds_until_deletion_timeout(self, cluster: Object) -> float:
+    def _seconds_until_deletion_timeout(self, cluster: RayCluster) -> float:
         requested = datetime.datetime.fromisoformat(
             str(cluster["metadata"]["deletionTimestamp"]).replace("Z", "+00:00")
         )
         elapsed = (self._now() - requested).total_seconds()
-        return deletion_timeout_s(dict(cluster)) - elapsed
+        return deletion_timeout_s(cluster) - elapsed
 
     def _cached_dependents(self, kind: Kind, key: ObjectKey) -> list[Object]:
         """Cached objects of `kind` labelled for this cluster, whoever owns them, with our
@@ -747,7 +753,7 @@ class RayClusterController:
         return self._expectations[kind].observe(key, cached)
 
     async def _report_once(
-        self, cluster: Object, finding: str, *, reason: str, message: str
+        self, cluster: RayCluster, finding: str, *, reason: str, message: str
     ) -> None:
         """A Warning Event the first time this cluster shows this finding (not every reconcile)."""
         seen = (str(cluster["metadata"].get("uid", "")), finding)
@@ -759,7 +765,7 @@ class RayClusterController:
         await self._events.record(cluster, reason=reason, type="Warning", message=message)
 
     async def restamp_head_pods_of_other_kuberay_versions(
-        self, key: ObjectKey, cluster: Object
+        self, key: ObjectKey, cluster: RayCluster
     ) -> None:
         """Recreate upgrade: a head Pod another KubeRay version stamped gets our hash and version
         (one merge patch, no recreate), as KubeRay does (`status/kuberay_version`). A failure is
@@ -776,7 +782,7 @@ class RayClusterController:
     async def carry_out_scaling_plan(
         self,
         key: ObjectKey,
-        cluster: Object,
+        cluster: RayCluster,
         plan: ScalingPlan,
         outcome: _Outcome,
         *,
@@ -822,7 +828,9 @@ class RayClusterController:
             )
         )
 
-    async def report_unknown_workers_to_delete(self, cluster: Object, plan: ScalingPlan) -> None:
+    async def report_unknown_workers_to_delete(
+        self, cluster: RayCluster, plan: ScalingPlan
+    ) -> None:
         """One Warning Event per cluster naming at most NAMES_PER_EVENT of the ignored names.
 
         The same list gives the same message on every reconcile, so the recorder bumps one
@@ -850,7 +858,7 @@ class RayClusterController:
             f"of their group (group/name: {', '.join(shown)}{more}); ignored",
         )
 
-    async def record_what_was_done(self, cluster: Object, outcome: _Outcome) -> None:
+    async def record_what_was_done(self, cluster: RayCluster, outcome: _Outcome) -> None:
         """One Event per kind of action, naming the Pods (a 100-Pod scale-up is one Event)."""
         for (reason, noun), names_done in outcome.done.items():
             if len(names_done) == 1:
@@ -863,7 +871,7 @@ class RayClusterController:
             await self._events.record(cluster, reason=reason, message=message)
 
     async def clear_workers_to_delete(
-        self, key: ObjectKey, cluster: Object, plan: ScalingPlan
+        self, key: ObjectKey, cluster: RayCluster, plan: ScalingPlan
     ) -> None:
         """Empty `workersToDelete` of groups whose listed Pods were handled (as KubeRay does).
 
@@ -890,7 +898,12 @@ class RayClusterController:
             logger.info("%s: workersToDelete changed meanwhile, not cleared: %s", key, error)
 
     async def update_status(
-        self, key: ObjectKey, cluster: Object, outcome: _Outcome, *, invalid_spec: str | None = None
+        self,
+        key: ObjectKey,
+        cluster: RayCluster,
+        outcome: _Outcome,
+        *,
+        invalid_spec: str | None = None,
     ) -> float | None:
         """Write the status subresource when something other than timestamps changed.
 
@@ -928,7 +941,7 @@ class RayClusterController:
             logger.info("%s: state %s -> %s", key, old.get("state") or "(none)", new["state"])
         return None
 
-    def _status_baseline(self, key: ObjectKey, cluster: Object) -> Mapping[str, Any]:
+    def _status_baseline(self, key: ObjectKey, cluster: RayCluster) -> Mapping[str, Any]:
         """The status to compare with: ours until the cache has caught up with our last write."""
         cached: Mapping[str, Any] = cluster.get("status") or {}
         if key not in self._written_status:
@@ -939,7 +952,7 @@ class RayClusterController:
             return cached
         return written
 
-    async def report_invalid_spec(self, key: ObjectKey, cluster: Object, message: str) -> None:
+    async def report_invalid_spec(self, key: ObjectKey, cluster: RayCluster, message: str) -> None:
         """A Warning event and the InvalidSpec condition; the spec must change to go on."""
         logger.warning("%s: invalid spec: %s", key, message)
         await self._events.record(
@@ -949,11 +962,11 @@ class RayClusterController:
 
     # --- single actions ----------------------------------------------------------------------
 
-    async def _ensure_service(self, key: ObjectKey, cluster: Object, service: Object) -> None:
+    async def _ensure_service(self, key: ObjectKey, cluster: RayCluster, service: Object) -> None:
         await self._ensure_object(key, cluster, SERVICE, service)
 
     async def _ensure_object(
-        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object
+        self, key: ObjectKey, cluster: RayCluster, kind: Kind, desired: Object
     ) -> None:
         """Create `desired`, or bring this cluster's object of that name back to it.
 
@@ -986,7 +999,7 @@ class RayClusterController:
         return cached if cached is not None and _owned_by(cached, uid) else None
 
     async def _create_or_read(
-        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object
+        self, key: ObjectKey, cluster: RayCluster, kind: Kind, desired: Object
     ) -> Object | None:
         """Create `desired` (None), or read the object that already has its name.
 
@@ -1020,7 +1033,7 @@ class RayClusterController:
         return None
 
     async def _report_name_conflict(
-        self, key: ObjectKey, cluster: Object, kind: Kind, existing: Object
+        self, key: ObjectKey, cluster: RayCluster, kind: Kind, existing: Object
     ) -> NoReturn:
         """Warning Event + ReplicaFailure condition (the cluster is not ready), then raise so
         the queue retries with backoff: the name may be freed later. No Pod is created
@@ -1041,7 +1054,7 @@ class RayClusterController:
         raise NameConflictError(f"{key}: {message}")
 
     async def _repair_drift(
-        self, key: ObjectKey, cluster: Object, kind: Kind, desired: Object, existing: Object
+        self, key: ObjectKey, cluster: RayCluster, kind: Kind, desired: Object, existing: Object
     ) -> None:
         """Patch back the fields we set that someone changed (issue 12, finding 10).
 
@@ -1084,7 +1097,7 @@ class RayClusterController:
         )
 
     def _worker_pod_builders(
-        self, cluster: Object, group: GroupPlan, indices: Iterable[int]
+        self, cluster: RayCluster, group: GroupPlan, indices: Iterable[int]
     ) -> Iterator[Callable[[], Object]]:
         """Builders of the Pods of these replicas, made one at a time as they are taken (a
         replica of `numOfHosts` Pods never exists as a list)."""
@@ -1105,7 +1118,7 @@ class RayClusterController:
                 )
 
     async def _create_pod(
-        self, key: ObjectKey, cluster: Object, build: Callable[[], Object], outcome: _Outcome
+        self, key: ObjectKey, cluster: RayCluster, build: Callable[[], Object], outcome: _Outcome
     ) -> None:
         pod = build()
         name = pod["metadata"]["name"]
@@ -1134,7 +1147,12 @@ class RayClusterController:
         )
 
     async def _delete_pod(
-        self, key: ObjectKey, cluster: Object, pod: Object, deletion: PodDeletion, outcome: _Outcome
+        self,
+        key: ObjectKey,
+        cluster: RayCluster,
+        pod: Pod,
+        deletion: PodDeletion,
+        outcome: _Outcome,
     ) -> None:
         head = pod["metadata"].get("labels", {}).get(names.NODE_TYPE_LABEL) == names.HEAD_NODE
         kind_word = "head" if head else "worker"
@@ -1154,7 +1172,7 @@ class RayClusterController:
 
     async def _report_failed_pod_action(
         self,
-        cluster: Object,
+        cluster: RayCluster,
         outcome: _Outcome,
         *,
         verb: str,
@@ -1261,10 +1279,10 @@ def _creates_that_fit(plan: ScalingPlan, batch: _Batch) -> tuple[bool, list[tupl
     return head, replicas
 
 
-def workers_to_delete_clearing(cluster: Object, plan: ScalingPlan) -> list[dict[str, Any]]:
+def workers_to_delete_clearing(cluster: RayCluster, plan: ScalingPlan) -> list[dict[str, Any]]:
     """JSON patch operations emptying the handled `workersToDelete` lists, each guarded by
     `test` operations on the group's name and on the exact list the plan was made from."""
-    groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+    groups = cluster.get("spec", {}).get("workerGroupSpecs") or []
     index_of = {g.get("groupName"): i for i, g in enumerate(groups)}
     operations: list[dict[str, Any]] = []
     for group_plan in plan.groups:
@@ -1318,7 +1336,7 @@ def _is_news(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def _worker_builder(
-    cluster: Object,
+    cluster: RayCluster,
     group_name: str,
     *,
     index: int,
@@ -1352,7 +1370,7 @@ def _terminating(obj: Object) -> bool:
     return bool(obj["metadata"].get("deletionTimestamp"))
 
 
-def _is_provisioned(cluster: Object) -> bool:
+def _is_provisioned(cluster: RayCluster) -> bool:
     conditions = (cluster.get("status") or {}).get("conditions") or ()
     return any(
         c.get("type") == cluster_status.PROVISIONED and c.get("status") == "True"

@@ -33,7 +33,7 @@ import datetime
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
@@ -58,9 +58,15 @@ from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import validate_rayjob
 
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster, RayJob
+
+
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
+_Viewed = TypeVar("_Viewed", bound=Mapping[str, Any])
+"""A cached kind's view (`Kind[_Viewed]`), e.g. `RayCluster`."""
 JSON = dict[str, Any]
 
 FINALIZER = "ray.io/rayjob-finalizer"
@@ -106,7 +112,7 @@ class RayJobController:
         # (namespace, name) of a RayJob → when we last reported its selected cluster missing
         # (an entry per RayJob waiting for one; dropped once found or when the RayJob is gone).
         self._missing_cluster_reported: dict[tuple[str, str], datetime.datetime] = {}
-        self._steps: dict[str, Callable[[Object, JSON], Awaitable[Step]]] = {
+        self._steps: dict[str, Callable[[RayJob, JSON], Awaitable[Step]]] = {
             rules.NEW: self.step_new,
             rules.INITIALIZING: self.step_initializing,
             rules.WAITING: self.step_waiting,
@@ -151,7 +157,7 @@ class RayJobController:
 
     # --- the state machine's steps ------------------------------------------------------------
 
-    async def step_new(self, rayjob: Object, status: JSON) -> Step:
+    async def step_new(self, rayjob: RayJob, status: JSON) -> Step:
         """Add the finalizer; choose the submission id and cluster name, before anything else."""
         if await self.ensure_finalizer(rayjob):
             # Decide on the next look, from the object that has it (the status write below is
@@ -168,7 +174,7 @@ class RayJobController:
             )
         )
 
-    async def step_initializing(self, rayjob: Object, status: JSON) -> Step:
+    async def step_initializing(self, rayjob: RayJob, status: JSON) -> Step:
         """Get the cluster ready, then submit (K8sJobMode) or move on to Running."""
         now = self._now()
         for guard in (
@@ -194,7 +200,7 @@ class RayJobController:
             await self.ensure_submitter_job(rayjob, cluster, new)
         return Step({**new, "jobDeploymentStatus": rules.RUNNING}, requeue_after=0.5)
 
-    async def step_waiting(self, rayjob: Object, status: JSON) -> Step:
+    async def step_waiting(self, rayjob: RayJob, status: JSON) -> Step:
         """InteractiveMode: wait for the user to put the submission id into `spec.jobId`."""
         deadline = rules.pre_running_deadline_passed(rayjob, status, now=self._now())
         if deadline is not None:
@@ -204,7 +210,7 @@ class RayJobController:
             return Step(None)
         return Step({**status, "jobId": job_id, "jobDeploymentStatus": rules.RUNNING})
 
-    async def step_running(self, rayjob: Object, status: JSON) -> Step:
+    async def step_running(self, rayjob: RayJob, status: JSON) -> Step:
         """Follow the Ray job (and the submitter) until it ends; HTTPMode submits here."""
         now = self._now()
         for guard in (
@@ -232,7 +238,7 @@ class RayJobController:
         return await self.follow_ray_job(rayjob, status, cluster, finished_at=finished_at)
 
     def check_submitter(
-        self, rayjob: Object, status: JSON, cluster: Object
+        self, rayjob: RayJob, status: JSON, cluster: RayCluster
     ) -> tuple[JSON | None, str | None]:
         """The submitter's verdict (a Failed status, or None) and when it finished (or None):
         K8sJobMode asks the submitter Job, SidecarMode the head Pod's submitter container."""
@@ -242,7 +248,7 @@ class RayJobController:
         submitter = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
         return rules.submitter_failed(status, submitter), rules.submitter_finished_at(submitter)
 
-    async def step_release_resources(self, rayjob: Object, status: JSON) -> Step:
+    async def step_release_resources(self, rayjob: RayJob, status: JSON) -> Step:
         """Suspending/Retrying: delete the cluster and the submitter; once gone, reset the run."""
         cluster_gone = await self.delete_cluster(rayjob, status)
         submitter_gone = await self.delete_submitter_job(rayjob)
@@ -250,11 +256,11 @@ class RayJobController:
             return Step(None, requeue_after=1.0)
         return Step(rules.released(status), requeue_after=0.5)
 
-    async def step_suspended(self, rayjob: Object, status: JSON) -> Step:
+    async def step_suspended(self, rayjob: RayJob, status: JSON) -> Step:
         resumed = rules.resumed(rayjob, status)
         return Step(resumed, requeue_after=0.5) if resumed is not None else Step(None, None)
 
-    async def step_finished(self, rayjob: Object, status: JSON) -> Step:
+    async def step_finished(self, rayjob: RayJob, status: JSON) -> Step:
         """Complete/Failed: carry out `deletionStrategy`, or with `shutdownAfterJobFinishes`
         delete the cluster after the TTL (KubeRay's order: the strategy wins when set)."""
         cluster = self._owned(RAY_CLUSTER, rayjob, str(status.get("rayClusterName") or ""))
@@ -273,7 +279,7 @@ class RayJobController:
         return Step(None, None)
 
     async def carry_out_deletion(
-        self, rayjob: Object, status: JSON, plan: rules.DeletionPlan, *, cluster: Object | None
+        self, rayjob: RayJob, status: JSON, plan: rules.DeletionPlan, *, cluster: RayCluster | None
     ) -> Step:
         """One deletion policy per pass (the most destructive one due), then look again when
         the next rule falls due; the caches' events of what we deleted bring us back too."""
@@ -293,10 +299,10 @@ class RayJobController:
             wait = REQUEUE_SECONDS if wait is None else min(wait, REQUEUE_SECONDS)
         return Step(None, requeue_after=wait)
 
-    async def suspend_worker_groups(self, rayjob: Object, cluster: Object) -> None:
+    async def suspend_worker_groups(self, rayjob: RayJob, cluster: RayCluster) -> None:
         """DeleteWorkers: `suspend: true` on every worker group of the job's cluster."""
         metadata = cluster["metadata"]
-        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or ()
+        groups = cluster.get("spec", {}).get("workerGroupSpecs") or ()
         # Preconditions on the uid and resourceVersion we looked at: the whole list is written
         # back, so it must be this very cluster as we saw it (else Conflict, and we look again).
         patch = {
@@ -314,13 +320,13 @@ class RayJobController:
                 f"{metadata['namespace']}/{metadata['name']}",
             )
 
-    async def step_validation_failed(self, rayjob: Object, status: JSON) -> Step:
+    async def step_validation_failed(self, rayjob: RayJob, status: JSON) -> Step:
         return Step(None, None)
 
     # --- Running: the dashboard ----------------------------------------------------------------
 
     async def follow_ray_job(
-        self, rayjob: Object, status: JSON, cluster: Object, *, finished_at: str | None
+        self, rayjob: RayJob, status: JSON, cluster: RayCluster, *, finished_at: str | None
     ) -> Step:
         job_id = str(status.get("jobId") or "")
         try:
@@ -344,7 +350,13 @@ class RayJobController:
         return Step(new, requeue_after=step.requeue_after)
 
     async def ask_dashboard_about_job(
-        self, rayjob: Object, status: JSON, cluster: Object, *, job_id: str, finished_at: str | None
+        self,
+        rayjob: RayJob,
+        status: JSON,
+        cluster: RayCluster,
+        *,
+        job_id: str,
+        finished_at: str | None,
     ) -> Step:
         """The next status from the dashboard's view of the job (HTTPMode: submit it when the
         head does not know it); raises `DashboardError` when the dashboard cannot tell."""
@@ -379,7 +391,7 @@ class RayJobController:
         return Step(new)
 
     async def submit(
-        self, rayjob: Object, submit_job: Callable[[Any], Awaitable[str]], *, job_id: str
+        self, rayjob: RayJob, submit_job: Callable[[Any], Awaitable[str]], *, job_id: str
     ) -> None:
         """HTTPMode: submit under the id already stored in the status."""
         try:
@@ -397,7 +409,7 @@ class RayJobController:
 
     # --- owned objects -------------------------------------------------------------------------
 
-    async def get_or_create_cluster(self, rayjob: Object, status: JSON) -> Object | None:
+    async def get_or_create_cluster(self, rayjob: RayJob, status: JSON) -> RayCluster | None:
         """The RayCluster of this run; created from `rayClusterSpec` when absent (None until the
         cache shows it). With `clusterSelector`, the selected cluster must exist."""
         name = str(status.get("rayClusterName") or "")
@@ -410,13 +422,13 @@ class RayJobController:
             await self.report_missing_selected_cluster(rayjob, f"{namespace}/{name}")
             return None
         try:
-            cluster = build.build_cluster_for_job(
+            built = build.build_cluster_for_job(
                 rayjob,
                 name=name,
                 submission_id=str(status.get("jobId") or ""),
                 dashboard_address=str(status.get("dashboardURL") or ""),
             )
-            await self._client.create(RAY_CLUSTER, cluster, namespace=namespace)
+            await self._client.create(RAY_CLUSTER, built, namespace=namespace)
         except AlreadyExists:
             return None  # Ours, not cached yet (or a stranger's: the next look tells).
         logger.info("created RayCluster %s", name)
@@ -425,7 +437,7 @@ class RayJobController:
         )
         return None
 
-    async def report_missing_selected_cluster(self, rayjob: Object, cluster: str) -> None:
+    async def report_missing_selected_cluster(self, rayjob: RayJob, cluster: str) -> None:
         """A Warning that the selected cluster does not exist: at once, then again only every
         `MISSING_CLUSTER_REPORT_SECONDS` while we keep looking every few seconds (each report
         is an API write: a RayJob waiting for its user's cluster must not write every 3s)."""
@@ -443,7 +455,7 @@ class RayJobController:
             "It must be created manually",
         )
 
-    async def ensure_submitter_job(self, rayjob: Object, cluster: Object, status: JSON) -> None:
+    async def ensure_submitter_job(self, rayjob: RayJob, cluster: RayCluster, status: JSON) -> None:
         name = rayjob["metadata"]["name"]
         if self._owned(JOB, rayjob, name) is not None:
             return
@@ -464,7 +476,7 @@ class RayJobController:
             message=f"Created Kubernetes Job {job['metadata']['namespace']}/{name}",
         )
 
-    async def ensure_head_service(self, rayjob: Object, cluster: Object) -> None:
+    async def ensure_head_service(self, rayjob: RayJob, cluster: RayCluster) -> None:
         """`<rayjob>-head-svc` pointing at the job's cluster (not with clusterSelector)."""
         if rules.uses_cluster_selector(rayjob):
             return
@@ -484,7 +496,7 @@ class RayJobController:
         )
 
     async def keep_head_service_selecting(
-        self, rayjob: Object, existing: Object, service: JSON
+        self, rayjob: RayJob, existing: Object, service: JSON
     ) -> None:
         """Make an existing `<rayjob>-head-svc` select exactly the job's head Pod: one taken over
         from KubeRay also requires `created-by=kuberay-operator`, which a head Pod we recreate
@@ -503,7 +515,7 @@ class RayJobController:
             rayjob, reason="UpdatedService", message=f"Updated the selector of Service {name}"
         )
 
-    async def delete_cluster(self, rayjob: Object, status: Object) -> bool:
+    async def delete_cluster(self, rayjob: RayJob, status: Object) -> bool:
         """Delete this run's RayCluster; True once the cache no longer has it."""
         if rules.uses_cluster_selector(rayjob):
             return True
@@ -519,7 +531,7 @@ class RayJobController:
             )
         return False
 
-    async def delete_submitter_job(self, rayjob: Object) -> bool:
+    async def delete_submitter_job(self, rayjob: RayJob) -> bool:
         job = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
         if job is None:
             return True
@@ -527,7 +539,7 @@ class RayJobController:
             await self._delete(JOB, job)
         return False
 
-    async def delete_head_service(self, rayjob: Object) -> bool:
+    async def delete_head_service(self, rayjob: RayJob) -> bool:
         """Delete `<rayjob>-head-svc`: where no garbage collector runs, nothing else would
         (KubeRay leaves it to the ownerReference)."""
         name = f"{rayjob['metadata']['name']}-{names.HEAD_SERVICE_SUFFIX}"
@@ -538,13 +550,13 @@ class RayJobController:
             await self._delete(SERVICE, service)
         return False
 
-    async def ensure_finalizer(self, rayjob: Object) -> bool:
+    async def ensure_finalizer(self, rayjob: RayJob) -> bool:
         """Add our finalizer; True when it had to be added (look again once it is cached)."""
         return await add_finalizer(self._client, RAY_JOB, rayjob, FINALIZER)
 
     # --- deletion ------------------------------------------------------------------------------
 
-    async def finalize(self, rayjob: Object) -> Result:
+    async def finalize(self, rayjob: RayJob) -> Result:
         """Stop the Ray job (best effort, as KubeRay), delete what we made, drop the finalizer."""
         if not has_finalizer(rayjob, FINALIZER):
             return Result()
@@ -573,7 +585,7 @@ class RayJobController:
 
     # --- status --------------------------------------------------------------------------------
 
-    async def report_invalid_spec(self, rayjob: Object, old: JSON, message: str) -> Result:
+    async def report_invalid_spec(self, rayjob: RayJob, old: JSON, message: str) -> Result:
         """ValidationFailed with the message; a Warning event; no retry until the spec changes."""
         await self._events.record(
             rayjob, reason="InvalidRayJobSpec", message=message, type="Warning"
@@ -581,7 +593,7 @@ class RayJobController:
         await self.write_status(rayjob, old, rules.validation_failed(old, message))
         return Result()
 
-    async def write_status(self, rayjob: Object, old: JSON, new: JSON) -> None:
+    async def write_status(self, rayjob: RayJob, old: JSON, new: JSON) -> None:
         if not rules.status_changed(old, new):
             return
         patch = {**{key: None for key in old if key not in new}, **new}
@@ -607,7 +619,7 @@ class RayJobController:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _owned(self, kind: Kind, owner: Object, name: str) -> Object | None:
+    def _owned(self, kind: Kind[_Viewed], owner: Object, name: str) -> _Viewed | None:
         obj = self._store.get(kind, owner["metadata"]["namespace"], name)
         if obj is None:
             return None
@@ -615,7 +627,7 @@ class RayJobController:
         refs = obj["metadata"].get("ownerReferences") or ()
         return obj if any(ref.get("uid") == uid for ref in refs) else None
 
-    def _head_pod(self, cluster: Object) -> Object | None:
+    def _head_pod(self, cluster: RayCluster) -> Pod | None:
         """The cluster's head Pod as cached (ours or KubeRay's: by label and owner uid)."""
         metadata = cluster["metadata"]
         for pod in self._store.list_for_cluster(POD, metadata["namespace"], metadata["name"]):

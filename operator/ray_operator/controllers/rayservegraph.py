@@ -100,6 +100,7 @@ from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservegraph import poll_interval_seconds, validate_rayservegraph
 
 if TYPE_CHECKING:
+    from ray_io.v1_views import RayService
     from ray_operator_io.v1alpha1 import serve_graph_pb2
 
     from ray_operator.validation.serve_graph import GraphRejected
@@ -216,7 +217,7 @@ class RayServiceState:
     and whether it now carries the compiled config."""
 
     name: str
-    obj: Object | None
+    obj: RayService | None
     owned: bool
     carries_config: bool = False
     refused: ConditionState | None = None
@@ -639,10 +640,7 @@ class RayServeGraphController:
                 return await self._refused(rsg, name, None, error)
             return RayServiceState(name, created, owned=True, carries_config=created is not None)
         operations: list[JSON] = []
-        if (
-            compiled is not None
-            and (existing.get("spec") or {}).get("serveConfigV2") != compiled.text
-        ):
+        if compiled is not None and existing.get("spec", {}).get("serveConfigV2") != compiled.text:
             operations.append({"op": "add", "path": "/spec/serveConfigV2", "value": compiled.text})
         stamped = (existing["metadata"].get("annotations") or {}).get(SPEC_HASH_ANNOTATION)
         if stamped != cluster_hash:
@@ -659,7 +657,7 @@ class RayServeGraphController:
         return RayServiceState(name, updated, owned=True, carries_config=compiled is not None)
 
     async def _refused(
-        self, rsg: Object, name: str, existing: Object | None, error: KubeError
+        self, rsg: Object, name: str, existing: RayService | None, error: KubeError
     ) -> RayServiceState:
         """The API server refused the RayService we built (say, a field its schema does not
         allow): said in `Deployed` and a Warning, not retried in a loop — a new spec or
@@ -676,7 +674,7 @@ class RayServeGraphController:
 
     async def _create_rayservice(
         self, rsg: Object, compiled: Compiled, cluster_hash: str
-    ) -> Object | None:
+    ) -> RayService | None:
         from ray_operator.builders.serve_graph import build_rayservice
 
         body = build_rayservice(rsg, serve_config=compiled.text)

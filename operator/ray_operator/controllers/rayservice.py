@@ -43,7 +43,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
@@ -72,6 +72,10 @@ from ray_operator.status.deployed_serve_config import serve_config_deployed
 from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster, RayService
+
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +150,8 @@ class RayServiceController:
             self._dashboards.forget_owner(key.namespace, key.name)
             return Result()
         # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
-        rayservice = default_rayservice(cached)
-        if (rayservice.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY:
+        rayservice = cast("RayService", default_rayservice(cached))
+        if rayservice.get("spec", {}).get("managedBy") not in names.OWN_MANAGED_BY:
             return Result()
         status: JSON = dict(rayservice.get("status") or {})
         waiting_for_deletion = await self.delete_replaced_clusters(rayservice, status)
@@ -175,7 +179,7 @@ class RayServiceController:
         active_ready, pending_ready = False, False
         active_apps: Mapping[str, ServeApplicationStatus] | None = None
         pending_apps: Mapping[str, ServeApplicationStatus] | None = None
-        checked: Object | None = None  # the cluster whose dashboard this reconcile asked
+        checked: RayCluster | None = None  # the cluster whose dashboard this reconcile asked
         reachability: Reachability | None = None
         if pending is not None:
             checked = pending
@@ -230,12 +234,12 @@ class RayServiceController:
     # --- suspend and the initializing timeout --------------------------------------------------
 
     async def ensure_suspension(
-        self, rayservice: Object, status: JSON
+        self, rayservice: RayService, status: JSON
     ) -> tuple[JSON, Result | None]:
         """Follow `spec.suspend` (KubeRay's `handleSuspend`): the status afterwards, and a Result
         when the suspension owns this reconcile (the rest would recreate what it deletes). A
         resume returns the resumed status and no Result: the reconcile goes on in the same pass."""
-        suspend = bool((rayservice.get("spec") or {}).get("suspend"))
+        suspend = bool(rayservice.get("spec", {}).get("suspend"))
         generation = int(rayservice["metadata"].get("generation") or 0)
         phase = rules.suspend_phase(status, suspend=suspend)
         if phase is rules.SuspendPhase.NOT_SUSPENDED:
@@ -255,7 +259,7 @@ class RayServiceController:
         # Requeued even once Suspended: `suspend` may have been turned off meanwhile.
         return new, Result(requeue_after=REQUEUE_SECONDS)
 
-    async def delete_owned_objects(self, rayservice: Object) -> bool:
+    async def delete_owned_objects(self, rayservice: RayService) -> bool:
         """Delete the RayService's RayClusters and Services for a suspension; True when none
         was left to delete (those already being deleted count as left)."""
         uid = rayservice["metadata"]["uid"]
@@ -271,7 +275,7 @@ class RayServiceController:
                 self._forget_serve_config(rayservice, metadata["name"])
         return not clusters and not services
 
-    async def _delete_for_suspend(self, rayservice: Object, kind: Kind, obj: Object) -> None:
+    async def _delete_for_suspend(self, rayservice: RayService, kind: Kind, obj: Object) -> None:
         what = "RayCluster" if kind == RAY_CLUSTER else "Service"
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
@@ -292,7 +296,7 @@ class RayServiceController:
         )
 
     async def report_initializing_timeout(
-        self, rayservice: Object, old: Object, new: Object
+        self, rayservice: RayService, old: Object, new: Object
     ) -> None:
         """The Warning KubeRay records when the status has just timed out initializing."""
         if rules.initializing_timed_out(old) or not rules.initializing_timed_out(new):
@@ -313,9 +317,9 @@ class RayServiceController:
 
     async def active_and_pending_clusters(
         self,
-        rayservice: Object,
+        rayservice: RayService,
         status: Object,
-    ) -> tuple[Object | None, Object | None]:
+    ) -> tuple[RayCluster | None, RayCluster | None]:
         """The clusters named in the status; the pending one is created when missing (and
         returned as created, so this reconcile does not take it for absent and name another)."""
         active = self._owned_cluster(rayservice, _cluster_name(status, "activeServiceStatus"))
@@ -327,13 +331,13 @@ class RayServiceController:
 
     async def update_clusters_in_place(
         self,
-        rayservice: Object,
+        rayservice: RayService,
         status: Object,
-        active: Object | None,
-        pending: Object | None,
+        active: RayCluster | None,
+        pending: RayCluster | None,
         *,
         goal_hash: str,
-    ) -> tuple[Object | None, Object | None]:
+    ) -> tuple[RayCluster | None, RayCluster | None]:
         """Rewrite the active or pending cluster from `rayClusterConfig` where KubeRay would
         rather than replace it (`rules.should_update_cluster`: stamped by another KubeRay version,
         or worker groups only appended); the clusters as they are afterwards, so the decisions
@@ -351,12 +355,14 @@ class RayServiceController:
             pending = await self.update_cluster(rayservice, pending, role="pending")
         return active, pending
 
-    async def update_cluster(self, rayservice: Object, cluster: Object, *, role: str) -> Object:
+    async def update_cluster(
+        self, rayservice: RayService, cluster: RayCluster, *, role: str
+    ) -> RayCluster:
         """One update (PUT, compare-and-swap on the cached resourceVersion) of the cluster. A
         failure raises: deciding on with the old annotations would prepare a new cluster."""
         namespace, name = cluster["metadata"]["namespace"], cluster["metadata"]["name"]
         try:
-            updated: Object = await self._client.replace(
+            updated = await self._client.replace(
                 RAY_CLUSTER, rules.cluster_updated_in_place(rayservice, cluster)
             )
         except Conflict:
@@ -377,13 +383,14 @@ class RayServiceController:
         )
         return updated
 
-    async def create_cluster(self, rayservice: Object, name: str) -> Object:
+    async def create_cluster(self, rayservice: RayService, name: str) -> RayCluster:
         namespace = rayservice["metadata"]["namespace"]
         cluster = build.build_cluster_for_service(rayservice, name=name)
         try:
-            created: Object = await self._client.create(RAY_CLUSTER, cluster, namespace=namespace)
+            created = await self._client.create(RAY_CLUSTER, cluster, namespace=namespace)
         except AlreadyExists:
-            return cluster  # Ours, created by an earlier reconcile and not cached yet.
+            # Ours, created by an earlier reconcile and not cached yet.
+            return cast("RayCluster", cluster)
         logger.info("created RayCluster %s", name)
         await self._events.record(
             rayservice,
@@ -392,7 +399,7 @@ class RayServiceController:
         )
         return created
 
-    async def delete_replaced_clusters(self, rayservice: Object, status: Object) -> bool:
+    async def delete_replaced_clusters(self, rayservice: RayService, status: Object) -> bool:
         """Delete owned clusters that are neither active nor pending, after the deletion delay
         (at once when the RayService is being deleted). True while some remain."""
         keep = set()
@@ -402,7 +409,7 @@ class RayServiceController:
                 _cluster_name(status, "activeServiceStatus"),
                 _cluster_name(status, "pendingServiceStatus"),
             }
-        spec = rayservice.get("spec") or {}
+        spec = rayservice.get("spec", {})
         delay = float(
             spec.get("rayClusterDeletionDelaySeconds", DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS)
         )
@@ -433,8 +440,8 @@ class RayServiceController:
 
     async def reconcile_serve(
         self,
-        rayservice: Object,
-        cluster: Object,
+        rayservice: RayService,
+        cluster: RayCluster,
         spec: SpecReading,
     ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None, Reachability | None]:
         """PUT the Serve config when needed; whether all apps run, their statuses, and what
@@ -451,7 +458,7 @@ class RayServiceController:
                 recorded = self._serve_config_of(rayservice, name, details=details, spec=spec)
                 update, reason = rules.needs_serve_update(recorded, current, apps=apps)
                 # No serveConfigV2 means nothing to deploy (KubeRay caches nothing either).
-                if update and (rayservice.get("spec") or {}).get("serveConfigV2"):
+                if update and rayservice.get("spec", {}).get("serveConfigV2"):
                     logger.info("updating Serve applications on %s: %s", name, reason)
                     await ray.deploy_serve_applications(spec.serve_config)
                     self._serve_configs.setdefault(key, {})[name] = current
@@ -472,13 +479,13 @@ class RayServiceController:
         return rules.apps_ready(apps), apps, self._dashboards.reachability(cluster, None)
 
     def _serve_config_of(
-        self, rayservice: Object, cluster_name: str, *, details: ServeDetails, spec: SpecReading
+        self, rayservice: RayService, cluster_name: str, *, details: ServeDetails, spec: SpecReading
     ) -> str | None:
         """The hash of the Serve config the cluster has: as remembered, or — with no record —
         the spec's when the cluster reports running exactly that config (then remembered)."""
         key = ObjectKey.of(rayservice)
         recorded = self._serve_configs.get(key, {}).get(cluster_name)
-        if recorded is not None or not (rayservice.get("spec") or {}).get("serveConfigV2"):
+        if recorded is not None or not rayservice.get("spec", {}).get("serveConfigV2"):
             return recorded
         deployed, reason = serve_config_deployed(spec.serve_config, details)
         if not deployed:
@@ -493,10 +500,12 @@ class RayServiceController:
         self._serve_configs.setdefault(key, {})[cluster_name] = spec.serve_config_hash
         return spec.serve_config_hash
 
-    async def mark_serving_head_pods(self, rayservice: Object, *clusters: Object | None) -> None:
+    async def mark_serving_head_pods(
+        self, rayservice: RayService, *clusters: RayCluster | None
+    ) -> None:
         """Label each head Pod `ray.io/serve` true/false by its Serve proxy's health, so the serve
         Service includes it only when it can answer (KubeRay's `updateHeadPodServeLabel`)."""
-        exclude = bool((rayservice.get("spec") or {}).get("excludeHeadPodFromServeSvc"))
+        exclude = bool(rayservice.get("spec", {}).get("excludeHeadPodFromServeSvc"))
         for cluster in clusters:
             if cluster is None:
                 continue
@@ -527,7 +536,7 @@ class RayServiceController:
 
     # --- Services ------------------------------------------------------------------------------
 
-    async def point_services_at(self, rayservice: Object, cluster: Object) -> str | None:
+    async def point_services_at(self, rayservice: RayService, cluster: RayCluster) -> str | None:
         """Create `<name>-head-svc` and `<name>-serve-svc`, or switch their selectors to
         `cluster`; the cluster both select afterwards."""
         try:
@@ -544,7 +553,7 @@ class RayServiceController:
             await self._ensure_service(rayservice, service)
         return str(cluster["metadata"]["name"])
 
-    async def _ensure_service(self, rayservice: Object, service: JSON) -> None:
+    async def _ensure_service(self, rayservice: RayService, service: JSON) -> None:
         namespace, name = rayservice["metadata"]["namespace"], service["metadata"]["name"]
         existing = self._store.get(SERVICE, namespace, name)
         if existing is None:
@@ -571,7 +580,7 @@ class RayServiceController:
             message=f"Updated the service {namespace}/{name} to RayCluster {target}",
         )
 
-    def _services_point_to(self, rayservice: Object) -> str | None:
+    def _services_point_to(self, rayservice: RayService) -> str | None:
         namespace, name = rayservice["metadata"]["namespace"], rayservice["metadata"]["name"]
         head = self._store.get(SERVICE, namespace, f"{name}-{names.HEAD_SERVICE_SUFFIX}")
         serve = self._store.get(SERVICE, namespace, f"{name}-{names.SERVE_SERVICE_SUFFIX}")
@@ -580,11 +589,11 @@ class RayServiceController:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    async def ensure_finalizer(self, rayservice: Object) -> bool:
+    async def ensure_finalizer(self, rayservice: RayService) -> bool:
         """Add our finalizer; True when it had to be added (look again once it is cached)."""
         return await add_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
 
-    async def finalize(self, rayservice: Object, *, clusters_left: bool) -> Result:
+    async def finalize(self, rayservice: RayService, *, clusters_left: bool) -> Result:
         """Being deleted: once its clusters are gone, delete its Services and drop the finalizer."""
         if not has_finalizer(rayservice, FINALIZER):
             return Result()
@@ -597,7 +606,7 @@ class RayServiceController:
         self._spec_readings.pop(ObjectKey.of(rayservice), None)
         return Result()
 
-    def read_spec(self, rayservice: Object) -> SpecReading:
+    def read_spec(self, rayservice: RayService) -> SpecReading:
         """What makes the spec unusable (the webhook's rules, again: an object may predate the
         webhook or bypass it, or what this operator does not implement yet), and the parsed
         Serve config; recomputed only when the name, annotations or spec changed (their digest
@@ -613,7 +622,7 @@ class RayServiceController:
             config = build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
-        strategy = ((rayservice.get("spec") or {}).get("upgradeStrategy") or {}).get("type")
+        strategy = rayservice.get("spec", {}).get("upgradeStrategy", {}).get("type")
         if strategy == "NewClusterWithIncrementalUpgrade":
             problems.append(
                 'spec.upgradeStrategy.type: Unsupported value: "NewClusterWithIncrementalUpgrade": '
@@ -630,7 +639,9 @@ class RayServiceController:
         self._spec_readings[key] = reading
         return reading
 
-    async def report_invalid_spec(self, rayservice: Object, status: JSON, message: str) -> Result:
+    async def report_invalid_spec(
+        self, rayservice: RayService, status: JSON, message: str
+    ) -> Result:
         await self._events.record(
             rayservice, reason="InvalidRayServiceSpec", message=message, type="Warning"
         )
@@ -643,7 +654,7 @@ class RayServiceController:
         await self.write_status(rayservice, status, new)
         return Result()
 
-    async def write_status(self, rayservice: Object, old: JSON, new: JSON) -> None:
+    async def write_status(self, rayservice: RayService, old: JSON, new: JSON) -> None:
         if not rules.status_changed(old, new):
             return
         new["lastUpdateTime"] = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -670,7 +681,7 @@ class RayServiceController:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _owned_cluster(self, rayservice: Object, name: str) -> Object | None:
+    def _owned_cluster(self, rayservice: RayService, name: str) -> RayCluster | None:
         if not name:
             return None
         cluster = self._store.get(RAY_CLUSTER, rayservice["metadata"]["namespace"], name)
@@ -688,7 +699,7 @@ class RayServiceController:
                 return owner_keys(cluster, owner=RAY_SERVICE)
         return []
 
-    def _forget_serve_config(self, rayservice: Object, cluster_name: str) -> None:
+    def _forget_serve_config(self, rayservice: RayService, cluster_name: str) -> None:
         self._serve_configs.get(ObjectKey.of(rayservice), {}).pop(cluster_name, None)
 
     async def _delete(self, kind: Kind, obj: Object) -> None:
@@ -699,7 +710,7 @@ class RayServiceController:
             )
 
 
-def _spec_digest(rayservice: Object) -> str:
+def _spec_digest(rayservice: RayService) -> str:
     """A digest of what validation and the Serve config read: name, annotations and spec."""
     metadata = rayservice.get("metadata") or {}
     what = [metadata.get("name"), metadata.get("annotations"), rayservice.get("spec")]
@@ -711,7 +722,7 @@ def _cluster_name(status: Object, entry: str) -> str:
     return str((status.get(entry) or {}).get("rayClusterName") or "")
 
 
-def _head_pod(pods: Sequence[Object]) -> Object | None:
+def _head_pod(pods: Sequence[Pod]) -> Pod | None:
     heads = [
         p
         for p in pods
@@ -721,14 +732,14 @@ def _head_pod(pods: Sequence[Object]) -> Object | None:
     return heads[0] if len(heads) == 1 else None
 
 
-def _pod_ready(pod: Object) -> bool:
+def _pod_ready(pod: Pod) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or ()
     )
 
 
-def _head_pod_ready(cluster: Object) -> bool:
+def _head_pod_ready(cluster: RayCluster) -> bool:
     return any(
         c.get("type") == "HeadPodReady" and c.get("status") == "True"
         for c in (cluster.get("status") or {}).get("conditions") or ()

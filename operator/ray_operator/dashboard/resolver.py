@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_operator import labels as names
 from ray_operator.builders.naming import head_service_name
 from ray_operator.builders.services import head_ports
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
 
 Object = Mapping[str, Any]
 
@@ -28,11 +32,11 @@ Object = Mapping[str, Any]
 class DashboardResolver(Protocol):
     """Finds the base URLs the operator uses to reach a cluster's Ray HTTP servers."""
 
-    def dashboard_url(self, cluster: Object) -> str | None:
+    def dashboard_url(self, cluster: RayCluster) -> str | None:
         """The dashboard's base URL, or None when this resolver cannot tell."""
         ...
 
-    def serve_proxy_url(self, cluster: Object, head_pod: Object) -> str | None:
+    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod) -> str | None:
         """The head's Serve HTTP proxy base URL, or None when this resolver cannot tell."""
         ...
 
@@ -43,10 +47,10 @@ class InClusterResolver:
     def __init__(self, *, cluster_domain: str = names.DEFAULT_CLUSTER_DOMAIN) -> None:
         self._domain = cluster_domain
 
-    def dashboard_url(self, cluster: Object) -> str | None:
+    def dashboard_url(self, cluster: RayCluster) -> str | None:
         return "http://" + dashboard_address(cluster, cluster_domain=self._domain)
 
-    def serve_proxy_url(self, cluster: Object, head_pod: Object) -> str | None:
+    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod) -> str | None:
         ip = (head_pod.get("status") or {}).get("podIP")
         if not ip:
             return None
@@ -68,13 +72,13 @@ class StaticResolver:
         self._serve_proxies = dict(serve_proxies or {})
         self._fallback = fallback
 
-    def dashboard_url(self, cluster: Object) -> str | None:
+    def dashboard_url(self, cluster: RayCluster) -> str | None:
         found = _lookup(self._dashboards, cluster)
         if found is None and self._fallback is not None:
             return self._fallback.dashboard_url(cluster)
         return found
 
-    def serve_proxy_url(self, cluster: Object, head_pod: Object) -> str | None:
+    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod) -> str | None:
         found = _lookup(self._serve_proxies, cluster)
         if found is None and self._fallback is not None:
             return self._fallback.serve_proxy_url(cluster, head_pod)
@@ -82,13 +86,12 @@ class StaticResolver:
 
 
 def dashboard_address(
-    cluster: Object, *, cluster_domain: str = names.DEFAULT_CLUSTER_DOMAIN
+    cluster: RayCluster, *, cluster_domain: str = names.DEFAULT_CLUSTER_DOMAIN
 ) -> str:
     """`<head-svc>.<ns>.svc.<domain>:<port>`: what KubeRay stores as a RayJob's dashboardURL."""
-    manifest = dict(cluster)
-    namespace = (manifest.get("metadata") or {}).get("namespace", "")
-    port = head_ports(manifest).get(names.DASHBOARD_PORT_NAME, names.DASHBOARD_PORT)
-    return f"{head_service_name(manifest)}.{namespace}.svc.{cluster_domain}:{port}"
+    namespace = cluster.get("metadata", {}).get("namespace", "")
+    port = head_ports(cluster).get(names.DASHBOARD_PORT_NAME, names.DASHBOARD_PORT)
+    return f"{head_service_name(cluster)}.{namespace}.svc.{cluster_domain}:{port}"
 
 
 def parse_overrides(entries: Iterable[str]) -> dict[str, str]:
@@ -105,7 +108,7 @@ def parse_overrides(entries: Iterable[str]) -> dict[str, str]:
     return result
 
 
-def _lookup(table: Mapping[str, str], cluster: Object) -> str | None:
+def _lookup(table: Mapping[str, str], cluster: RayCluster) -> str | None:
     metadata = cluster.get("metadata") or {}
     key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
     if key in table:

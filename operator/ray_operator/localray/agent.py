@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ray_operator import labels as names
 from ray_operator.dashboard.resolver import DashboardResolver
@@ -66,6 +66,10 @@ from ray_operator.runtime.events import EventRecorder, EventType
 from ray_operator.runtime.kinds import CONFIG_MAP, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
 from ray_operator.status.rayjob import format_time
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
@@ -138,15 +142,15 @@ class LocalRayResolver:
         self._registry = registry
         self._fallback = fallback
 
-    def dashboard_url(self, cluster: Object) -> str | None:
+    def dashboard_url(self, cluster: RayCluster) -> str | None:
         found = self._find(cluster)
         return found.dashboard_url if found else self._fallback.dashboard_url(cluster)
 
-    def serve_proxy_url(self, cluster: Object, head_pod: Object) -> str | None:
+    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod) -> str | None:
         found = self._find(cluster)
         return found.serve_url if found else self._fallback.serve_proxy_url(cluster, head_pod)
 
-    def _find(self, cluster: Object) -> LocalCluster | None:
+    def _find(self, cluster: RayCluster) -> LocalCluster | None:
         metadata = cluster.get("metadata") or {}
         return self._registry.get(metadata.get("namespace", ""), metadata.get("name", ""))
 
@@ -155,7 +159,7 @@ class LocalRayResolver:
 class _Running:
     """A process the agent started for a Pod."""
 
-    pod: Object
+    pod: Pod
     process: LocalProcess
     files: Path
     temp_dir: Path | None = None
@@ -214,12 +218,13 @@ class LocalRayAgent:
                     listing_failed = True
                 else:
                     listing_failed = False
-                    await self.sync(pods.items)
+                    # As in the cache: the API server validated them against the views' schema.
+                    await self.sync(cast("list[Pod]", pods.items))
                 await asyncio.sleep(self._options.poll_interval)
         finally:
             await asyncio.shield(self.stop_all())
 
-    async def sync(self, pods: Sequence[Object]) -> None:
+    async def sync(self, pods: Sequence[Pod]) -> None:
         """One pass: stop what lost its Pod, report what ended, start what is missing."""
         wanted = {pod["metadata"]["uid"]: pod for pod in pods if _wants_process(pod)}
         # Concurrently: each stop may wait out a grace period.
@@ -236,9 +241,7 @@ class LocalRayAgent:
             elif is_ray_job_submitter_pod(pod):
                 await self._for_pod(pod, self._ensure_submitter)
 
-    async def _for_pod(
-        self, pod: Object, step: Callable[[Object], Coroutine[Any, Any, None]]
-    ) -> None:
+    async def _for_pod(self, pod: Pod, step: Callable[[Pod], Coroutine[Any, Any, None]]) -> None:
         """Run one Pod's step; a failure (an API call that timed out, a process that could not
         be started) is logged and retried on the next pass, never the end of the operator."""
         try:
@@ -264,7 +267,7 @@ class LocalRayAgent:
 
     # -- heads and workers ----------------------------------------------------------------------
 
-    async def _ensure_head(self, pod: Object) -> None:
+    async def _ensure_head(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
         if uid in self._running:
             return
@@ -292,7 +295,7 @@ class LocalRayAgent:
         logger.info("%s/%s: %s", plan.namespace, plan.pod, message)
         await self._record(pod, reason="LocalRayStarted", message=message)
 
-    async def _ensure_worker(self, pod: Object) -> None:
+    async def _ensure_worker(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
         head = self._ready_head(pod)
         running = self._running.get(uid)
@@ -324,7 +327,7 @@ class LocalRayAgent:
             f"({shape_summary(plan)})",
         )
 
-    async def _plan_node(self, pod: Object, cluster: Object) -> NodePlan | None:
+    async def _plan_node(self, pod: Pod, cluster: RayCluster) -> NodePlan | None:
         try:
             plan = plan_node(pod, cluster)
         except UnplannablePodError as error:
@@ -340,12 +343,12 @@ class LocalRayAgent:
         return plan
 
     async def _start_node(
-        self, pod: Object, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
+        self, pod: Pod, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
     ) -> _Running:
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
         others = [
             name
-            for container in (pod.get("spec") or {}).get("containers", ())[1:]
+            for container in (pod.get("spec", {}).get("containers") or [])[1:]
             if not (
                 (name := container.get("name", "")) == names.AUTOSCALER_CONTAINER_NAME
                 and runs_autoscaler
@@ -449,7 +452,7 @@ class LocalRayAgent:
             if up:
                 running.ready_reported = await self._write_readiness(running.pod, ready=True)
 
-    async def _write_readiness(self, pod: Object, *, ready: bool) -> bool:
+    async def _write_readiness(self, pod: Pod, *, ready: bool) -> bool:
         """Set the Pod's Ready and ContainersReady conditions; False when it could not."""
         status = "True" if ready else "False"
         now = format_time(datetime.datetime.now(datetime.UTC))
@@ -466,7 +469,7 @@ class LocalRayAgent:
         return await self._patch_pod_status(pod, patch, patch_type=PatchType.STRATEGIC)
 
     async def _patch_pod_status(
-        self, pod: Object, patch: Object, *, patch_type: PatchType = PatchType.MERGE
+        self, pod: Pod, patch: Object, *, patch_type: PatchType = PatchType.MERGE
     ) -> bool:
         metadata = pod["metadata"]
         try:
@@ -480,7 +483,7 @@ class LocalRayAgent:
             return False
         return True
 
-    def _ready_head(self, pod: Object) -> LocalCluster | None:
+    def _ready_head(self, pod: Pod) -> LocalCluster | None:
         metadata = pod["metadata"]
         cluster_name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
         found = self._registry.get(metadata.get("namespace", ""), cluster_name)
@@ -493,7 +496,7 @@ class LocalRayAgent:
 
     # -- RayJob submitters ----------------------------------------------------------------------
 
-    async def _ensure_submitter(self, pod: Object) -> None:
+    async def _ensure_submitter(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
         if uid in self._running or (pod.get("status") or {}).get("phase") != "Running":
             return
@@ -571,8 +574,8 @@ class LocalRayAgent:
 
     async def _finish_submitter(self, running: _Running, code: int) -> bool:
         """Write the submitter Pod's terminal phase, as its kubelet would; False to retry."""
-        containers = (running.pod.get("spec") or {}).get("containers") or ()
-        started = (running.pod.get("status") or {}).get("startTime")
+        containers = running.pod.get("spec", {}).get("containers") or ()
+        started = running.pod.get("status", {}).get("startTime")
         finished = format_time(datetime.datetime.now(datetime.UTC))
         state = {
             "exitCode": code,
@@ -612,7 +615,7 @@ class LocalRayAgent:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    async def _has_room(self, pod: Object, *, new_cluster: bool) -> bool:
+    async def _has_room(self, pod: Pod, *, new_cluster: bool) -> bool:
         nodes = [r.plan for r in self._running.values() if r.plan is not None]
         clusters = {plan.cluster_uid for plan in nodes}
         if new_cluster and len(clusters) >= self._options.max_clusters:
@@ -629,7 +632,7 @@ class LocalRayAgent:
         )
         return False
 
-    def _cluster_of(self, pod: Object) -> Object | None:
+    def _cluster_of(self, pod: Pod) -> RayCluster | None:
         metadata = pod["metadata"]
         name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
         return self._store.get(RAY_CLUSTER, metadata.get("namespace", ""), name)
@@ -659,7 +662,7 @@ class LocalRayAgent:
             local_dirs[mount.mount_path] = str(directory)
         return local_dirs
 
-    async def _tell_once(self, pod: Object, reason: str, message: str) -> bool:
+    async def _tell_once(self, pod: Pod, reason: str, message: str) -> bool:
         """A Warning Event the first time a Pod has `reason`; whether this call told it."""
         key = (pod["metadata"]["uid"], reason)
         if key in self._told:
@@ -669,21 +672,21 @@ class LocalRayAgent:
         return True
 
     async def _record(
-        self, pod: Object, *, reason: str, message: str, type: EventType = "Normal"
+        self, pod: Pod, *, reason: str, message: str, type: EventType = "Normal"
     ) -> None:
         # An Event that cannot be written must not stop a process from starting or stopping.
         with contextlib.suppress(KubeError):
             await self._events.record(pod, reason=reason, message=message, type=type)
 
-    def _pod_directory(self, pod: Object) -> Path:
+    def _pod_directory(self, pod: Pod) -> Path:
         return self._options.directory / "pods" / str(pod["metadata"]["uid"])
 
-    def _log_path(self, pod: Object) -> Path:
+    def _log_path(self, pod: Pod) -> Path:
         metadata = pod["metadata"]
         return self._options.directory / "logs" / f"{metadata['namespace']}_{metadata['name']}.log"
 
 
-def _wants_process(pod: Object) -> bool:
+def _wants_process(pod: Pod) -> bool:
     if pod["metadata"].get("deletionTimestamp"):
         return False
     if is_ray_job_submitter_pod(pod):
@@ -698,7 +701,7 @@ def _is_head(running: _Running) -> bool:
     return running.plan is not None and running.plan.is_head
 
 
-def _node_type(pod: Object) -> str:
+def _node_type(pod: Pod) -> str:
     return str(((pod.get("metadata") or {}).get("labels") or {}).get(names.NODE_TYPE_LABEL, ""))
 
 

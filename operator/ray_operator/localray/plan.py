@@ -24,10 +24,17 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
+from ray_operator.builders.manifest import head_group, worker_groups
 from ray_operator.builders.ray_start import complete_params
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
+    from ray_operator.builders.manifest import GroupSpec
+
 
 Object = Mapping[str, Any]
 
@@ -141,7 +148,7 @@ def cluster_address(cluster_uid: str) -> str:
     return f"127.{second}.{third}.{last}"
 
 
-def is_ray_node_pod(pod: Object) -> bool:
+def is_ray_node_pod(pod: Pod) -> bool:
     """A head or worker Pod of a RayCluster (not a Job's Pod that copied the head's labels, as
     the GCS fault-tolerance cleanup Job's does)."""
     metadata = pod.get("metadata") or {}
@@ -153,7 +160,7 @@ def is_ray_node_pod(pod: Object) -> bool:
     )
 
 
-def is_ray_job_submitter_pod(pod: Object) -> bool:
+def is_ray_job_submitter_pod(pod: Pod) -> bool:
     """A Pod of a RayJob's submitter Job (K8sJobMode), not one of its cluster's nodes."""
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
@@ -164,7 +171,7 @@ def _owned_by_job(metadata: Object) -> bool:
     return any(owner.get("kind") == "Job" for owner in metadata.get("ownerReferences") or ())
 
 
-def plan_node(pod: Object, cluster: Object) -> NodePlan:
+def plan_node(pod: Pod, cluster: RayCluster) -> NodePlan:
     """The Ray node a head or worker Pod of `cluster` becomes; UnplannablePodError says why not."""
     metadata = pod["metadata"]
     labels = metadata.get("labels") or {}
@@ -172,7 +179,7 @@ def plan_node(pod: Object, cluster: Object) -> NodePlan:
     group = _group_of(cluster, node_type=node_type, group_name=labels.get(names.GROUP_LABEL, ""))
     container = _ray_container(pod)
     params = complete_params(
-        dict(group),
+        group,
         node_type=node_type,
         head_address=None,
         container_resources=container.get("resources") or {},
@@ -207,7 +214,7 @@ def plan_node(pod: Object, cluster: Object) -> NodePlan:
     )
 
 
-def plan_submitter(pod: Object) -> SubmitterPlan:
+def plan_submitter(pod: Pod) -> SubmitterPlan:
     """The command a RayJob submitter Pod runs; UnplannablePodError when it names none (an image's
     own entrypoint cannot run here)."""
     metadata = pod["metadata"]
@@ -243,11 +250,11 @@ def container_env(container: Object) -> dict[str, str]:
     return env
 
 
-def config_map_mounts(pod: Object, container: Object) -> tuple[ConfigMapMount, ...]:
+def config_map_mounts(pod: Pod, container: Object) -> tuple[ConfigMapMount, ...]:
     """The ConfigMap volumes `container` mounts whole (a `subPath` mount is left out)."""
     volumes = {
         volume.get("name"): volume["configMap"]
-        for volume in (pod.get("spec") or {}).get("volumes") or ()
+        for volume in pod.get("spec", {}).get("volumes") or ()
         if isinstance(volume.get("configMap"), Mapping) and volume["configMap"].get("name")
     }
     mounts = []
@@ -412,27 +419,26 @@ def _constant(text: str) -> Callable[[re.Match[str]], str]:
     return lambda _: text
 
 
-def _group_of(cluster: Object, *, node_type: str, group_name: str) -> Mapping[str, Any]:
-    spec = cluster.get("spec") or {}
+def _group_of(cluster: RayCluster, *, node_type: str, group_name: str) -> GroupSpec:
     if node_type == names.HEAD_NODE:
-        return spec.get("headGroupSpec") or {}
-    for group in spec.get("workerGroupSpecs") or ():
+        return head_group(cluster)
+    for group in worker_groups(cluster):
         if group.get("groupName") == group_name:
-            return dict(group)
+            return group
     raise UnplannablePodError(
         f"worker group {group_name!r} is not in RayCluster {cluster['metadata']['name']}"
     )
 
 
-def _container_named(pod: Object, name: str) -> Mapping[str, Any] | None:
-    for container in (pod.get("spec") or {}).get("containers") or ():
+def _container_named(pod: Pod, name: str) -> Mapping[str, Any] | None:
+    for container in pod.get("spec", {}).get("containers") or ():
         if container.get("name") == name:
             return dict(container)
     return None
 
 
-def _ray_container(pod: Object) -> Mapping[str, Any]:
-    containers = (pod.get("spec") or {}).get("containers") or ()
+def _ray_container(pod: Pod) -> Mapping[str, Any]:
+    containers = pod.get("spec", {}).get("containers") or ()
     if not containers:
         raise UnplannablePodError("the Pod has no container")
     return dict(containers[0])

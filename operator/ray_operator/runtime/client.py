@@ -29,7 +29,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import aiohttp
 
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
+ObjectT = TypeVar("ObjectT")
+"""The view of a kind (`Kind[ObjectT]`): what the API server answers with for it."""
 """An API object as JSON: what the client returns and the cache stores."""
 
 _MUTATING_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
@@ -179,20 +181,21 @@ class KubeClient:
 
     async def get(
         self,
-        kind: Kind,
+        kind: Kind[ObjectT],
         name: str,
         *,
         namespace: str | None = None,
         request_timeout: float | None = None,
-    ) -> Object:
+    ) -> ObjectT:
         """One object, read from the API server (controllers read the cache instead)."""
-        return await self._call(
+        stored = await self._call(
             "get",
             "GET",
             kind.path(namespace=namespace, name=name),
             what=_what("get", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
 
     async def list(
         self,
@@ -235,16 +238,16 @@ class KubeClient:
 
     async def create(
         self,
-        kind: Kind,
+        kind: Kind[ObjectT],
         body: Mapping[str, Any],
         *,
         namespace: str | None = None,
         request_timeout: float | None = None,
-    ) -> Object:
+    ) -> ObjectT:
         """Create `body`; its namespace comes from `namespace` or its own metadata."""
         namespace = namespace or body.get("metadata", {}).get("namespace")
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName")
-        return await self._call(
+        stored = await self._call(
             "create",
             "POST",
             kind.path(namespace=namespace),
@@ -253,14 +256,15 @@ class KubeClient:
             what=_what("create", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
 
     async def replace(
-        self, kind: Kind, body: Mapping[str, Any], *, request_timeout: float | None = None
-    ) -> Object:
+        self, kind: Kind[ObjectT], body: Mapping[str, Any], *, request_timeout: float | None = None
+    ) -> ObjectT:
         """PUT the whole object; its metadata.resourceVersion makes it a compare-and-swap."""
         metadata = body["metadata"]
         namespace, name = metadata.get("namespace"), metadata["name"]
-        return await self._call(
+        stored = await self._call(
             "update",
             "PUT",
             kind.path(namespace=namespace, name=name),
@@ -269,10 +273,11 @@ class KubeClient:
             what=_what("update", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
 
     async def patch(
         self,
-        kind: Kind,
+        kind: Kind[ObjectT],
         name: str,
         patch: Any,
         *,
@@ -280,12 +285,12 @@ class KubeClient:
         patch_type: PatchType = PatchType.MERGE,
         subresource: str | None = None,
         request_timeout: float | None = None,
-    ) -> Object:
+    ) -> ObjectT:
         """Patch one object (merge by default; strategic or JSON patch on request)."""
         path = kind.path(namespace=namespace, name=name)
         if subresource:
             path = f"{path}/{subresource}"
-        return await self._call(
+        stored = await self._call(
             "patch",
             "PATCH",
             path,
@@ -295,16 +300,17 @@ class KubeClient:
             what=_what("patch", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
 
     async def patch_status(
         self,
-        kind: Kind,
+        kind: Kind[ObjectT],
         name: str,
         patch: Any,
         *,
         namespace: str | None = None,
         patch_type: PatchType = PatchType.MERGE,
-    ) -> Object:
+    ) -> ObjectT:
         """Patch the status subresource (e.g. `{"status": {...}}`)."""
         return await self.patch(
             kind, name, patch, namespace=namespace, patch_type=patch_type, subresource="status"
@@ -312,13 +318,13 @@ class KubeClient:
 
     async def apply(
         self,
-        kind: Kind,
+        kind: Kind[ObjectT],
         body: Mapping[str, Any],
         *,
         force: bool = True,
         subresource: str | None = None,
         request_timeout: float | None = None,
-    ) -> Object:
+    ) -> ObjectT:
         """Server-side apply `body` (with apiVersion, kind, name) as our field manager."""
         metadata = body["metadata"]
         namespace, name = metadata.get("namespace"), metadata["name"]
@@ -326,7 +332,7 @@ class KubeClient:
         if subresource:
             path = f"{path}/{subresource}"
         query = {"fieldManager": self._field_manager, "force": "true" if force else "false"}
-        return await self._call(
+        stored = await self._call(
             "apply",
             "PATCH",
             path,
@@ -336,6 +342,7 @@ class KubeClient:
             what=_what("apply", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
 
     async def delete(
         self,

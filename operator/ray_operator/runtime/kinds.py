@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Generic
+
+from typing_extensions import TypeVar
 
 from ray_operator.labels import (
     CREATED_BY,
@@ -23,6 +25,17 @@ from ray_operator.labels import (
     SERVE_LABEL,
 )
 from ray_operator.servegraph.names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
+
+if TYPE_CHECKING:
+    # Types only: the views cost nothing at run time, and the operator never imports them.
+    from ray_io.v1_views import Pod, RayCluster, RayJob, RayService, Service
+
+JSON = dict[str, Any]
+"""The objects of a kind without a generated view: plain JSON dicts."""
+
+ObjectT = TypeVar("ObjectT", covariant=True, default=Any)
+"""What a kind's objects are to mypy: its TypedDict view (`ray_io.v1_views`) where one is
+generated, else a plain JSON dict."""
 
 OPERATOR_NAME = CREATED_BY
 """This operator's value for `app.kubernetes.io/created-by` (KubeRay uses `kuberay-operator`)."""
@@ -38,8 +51,9 @@ cached. Ownership is still decided by ownerReferences."""
 
 
 @dataclass(frozen=True, slots=True)
-class Kind:
-    """One API resource type: where it is served and what it is called."""
+class Kind(Generic[ObjectT]):
+    """One API resource type: where it is served and what it is called; typed by its objects'
+    view, so that the cache hands out a `RayCluster` for `RAY_CLUSTER` (the same dict, checked)."""
 
     group: str
     """API group; empty for the core group ("" → `/api/v1`)."""
@@ -76,28 +90,35 @@ class Kind:
         return self.kind
 
 
-RAY_CLUSTER = Kind("ray.io", "v1", "rayclusters", "RayCluster")
-RAY_JOB = Kind("ray.io", "v1", "rayjobs", "RayJob")
-RAY_SERVICE = Kind("ray.io", "v1", "rayservices", "RayService")
-POD = Kind("", "v1", "pods", "Pod")
-SERVICE = Kind("", "v1", "services", "Service")
-JOB = Kind("batch", "v1", "jobs", "Job")
-EVENT = Kind("", "v1", "events", "Event")
-LEASE = Kind("coordination.k8s.io", "v1", "leases", "Lease")
-NAMESPACE = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
-SERVICE_ACCOUNT = Kind("", "v1", "serviceaccounts", "ServiceAccount")
-SECRET = Kind("", "v1", "secrets", "Secret")
+RAY_CLUSTER: Final[Kind[RayCluster]] = Kind("ray.io", "v1", "rayclusters", "RayCluster")
+RAY_JOB: Final[Kind[RayJob]] = Kind("ray.io", "v1", "rayjobs", "RayJob")
+RAY_SERVICE: Final[Kind[RayService]] = Kind("ray.io", "v1", "rayservices", "RayService")
+POD: Final[Kind[Pod]] = Kind("", "v1", "pods", "Pod")
+"""Cached as projections (`projection.POD_FIELDS`): the same paths, fewer of them."""
+SERVICE: Final[Kind[Service]] = Kind("", "v1", "services", "Service")
+JOB: Final[Kind[JSON]] = Kind("batch", "v1", "jobs", "Job")
+EVENT: Final[Kind[JSON]] = Kind("", "v1", "events", "Event")
+LEASE: Final[Kind[JSON]] = Kind("coordination.k8s.io", "v1", "leases", "Lease")
+NAMESPACE: Final[Kind[JSON]] = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
+SERVICE_ACCOUNT: Final[Kind[JSON]] = Kind("", "v1", "serviceaccounts", "ServiceAccount")
+SECRET: Final[Kind[JSON]] = Kind("", "v1", "secrets", "Secret")
 """Never watched: only created (Ray auth tokens) and read by name where RBAC allows."""
-ROLE = Kind("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLE_BINDING = Kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-PERSISTENT_VOLUME_CLAIM = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+ROLE: Final[Kind[JSON]] = Kind("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDING: Final[Kind[JSON]] = Kind(
+    "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"
+)
+PERSISTENT_VOLUME_CLAIM: Final[Kind[JSON]] = Kind(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"
+)
 """The `<cluster>-gcs-pvc` of embedded GCS fault tolerance; KubeRay labels it `ray.io/cluster`
 only."""
-INGRESS = Kind("networking.k8s.io", "v1", "ingresses", "Ingress")
+INGRESS: Final[Kind[JSON]] = Kind("networking.k8s.io", "v1", "ingresses", "Ingress")
 """The head's `<cluster>-head-ingress` of `headGroupSpec.enableIngress`."""
-CONFIG_MAP = Kind("", "v1", "configmaps", "ConfigMap")
+CONFIG_MAP: Final[Kind[JSON]] = Kind("", "v1", "configmaps", "ConfigMap")
 """The `<graph>-serve-graph-builder` module that a RayServeGraph's Ray containers import."""
-RAY_SERVE_GRAPH = Kind(SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION, "rayservegraphs", "RayServeGraph")
+RAY_SERVE_GRAPH: Final[Kind[JSON]] = Kind(
+    SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION, "rayservegraphs", "RayServeGraph"
+)
 """Our own kind (KubeRay owns `ray.io`): a Serve DAG fetched as protobuf, kept deployed."""
 
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)

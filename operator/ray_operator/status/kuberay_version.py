@@ -13,21 +13,25 @@ a head.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.hashing import GoDecodeError, pod_template_hash
 from ray_operator.status import pods as observed
 
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
+
 Object = Mapping[str, Any]
 JSON = dict[str, Any]
 
 
-def head_pod_restamps(cluster: Object, pods: Sequence[Object]) -> list[tuple[str, JSON]]:
+def head_pod_restamps(cluster: RayCluster, pods: Sequence[Pod]) -> list[tuple[str, JSON]]:
     """(head Pod name, merge patch) for each live head Pod another KubeRay version stamped, when
     the cluster's upgrade strategy is Recreate; empty otherwise (or when the spec cannot be
     hashed: KubeRay then skips the comparison altogether)."""
-    strategy = ((cluster.get("spec") or {}).get("upgradeStrategy") or {}).get("type")
+    strategy = cluster.get("spec", {}).get("upgradeStrategy", {}).get("type")
     if strategy != "Recreate":
         return []
     stamped_by_others = [
@@ -52,7 +56,7 @@ def head_pod_restamps(cluster: Object, pods: Sequence[Object]) -> list[tuple[str
     return [(observed.pod_name(pod), patch) for pod in stamped_by_others]
 
 
-def _other_version(pod: Object) -> bool:
+def _other_version(pod: Pod) -> bool:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     version = annotations.get(names.KUBERAY_VERSION_ANNOTATION, "")
     return bool(version) and version != names.KUBERAY_VERSION

@@ -10,28 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
 
-Pod = Mapping[str, Any]
+if TYPE_CHECKING:
+    # Cached Pods are projections (`runtime/projection.POD_FIELDS`): the same paths, fewer of them.
+    from ray_io.v1_views import ContainerStateTerminated, Pod, PodCondition
 
 
 def pod_name(pod: Pod) -> str:
-    return str((pod.get("metadata") or {}).get("name", ""))
+    return str(pod.get("metadata", {}).get("name", ""))
 
 
 def pod_labels(pod: Pod) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("labels") or {}
+    return pod.get("metadata", {}).get("labels") or {}
 
 
 def pod_phase(pod: Pod) -> str:
-    return str((pod.get("status") or {}).get("phase", ""))
+    return str(pod.get("status", {}).get("phase", ""))
 
 
 def is_terminating(pod: Pod) -> bool:
     """Deletion was requested; the Pod counts neither as present nor as a deletion candidate."""
-    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+    return pod.get("metadata", {}).get("deletionTimestamp") is not None
 
 
 def is_head(pod: Pod) -> bool:
@@ -46,10 +48,10 @@ def in_group(pod: Pod, group_name: str) -> bool:
     return is_worker(pod) and pod_labels(pod).get(names.GROUP_LABEL) == group_name
 
 
-def ready_condition(pod: Pod) -> Mapping[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
+def ready_condition(pod: Pod) -> PodCondition | None:
+    for condition in pod.get("status", {}).get("conditions") or []:
         if condition.get("type") == "Ready":
-            return dict(condition)
+            return condition
     return None
 
 
@@ -92,7 +94,7 @@ def replacement_verdict(pod: Pod) -> Verdict:
         )
     terminated = ray_container_terminated(pod)
     if phase == "Running" and terminated is not None:
-        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        policy = pod.get("spec", {}).get("restartPolicy", "Always")
         if policy == "Never":
             return Verdict(
                 True,
@@ -106,14 +108,13 @@ def replacement_verdict(pod: Pod) -> Verdict:
     )
 
 
-def ray_container_terminated(pod: Pod) -> Mapping[str, Any] | None:
+def ray_container_terminated(pod: Pod) -> ContainerStateTerminated | None:
     """The Ray container's `terminated` state, matched by name (status order is not spec order)."""
-    containers = (pod.get("spec") or {}).get("containers") or []
+    containers = pod.get("spec", {}).get("containers") or []
     if not containers:
         return None
     ray_name = containers[0].get("name")
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
         if status.get("name") == ray_name:
-            terminated = (status.get("state") or {}).get("terminated")
-            return dict(terminated) if terminated is not None else None
+            return status.get("state", {}).get("terminated")
     return None

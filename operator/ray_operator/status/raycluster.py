@@ -17,15 +17,16 @@ import copy
 import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     head_group,
     is_suspended,
+    pod_spec,
     spec,
     worker_groups,
 )
@@ -41,6 +42,12 @@ from ray_operator.status.replicas import (
     max_group_pods,
     min_group_pods,
 )
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster
+
+    from ray_operator.builders.manifest import GroupSpec
+
 
 # Condition types (KubeRay's RayClusterConditionType values) and reasons.
 HEAD_POD_READY: Final = "HeadPodReady"
@@ -88,18 +95,18 @@ def name_conflict_reason(kind: str) -> str:
 def compute_status(
     cluster: ClusterLike,
     *,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[Pod],
     services: Sequence[Mapping[str, Any]],
     now: datetime.datetime,
     failure: ReplicaFailure | None = None,
     invalid_spec: str | None = None,
 ) -> JSON:
     """The new `status` of `cluster` (its current status is read from it); `pods`: all its Pods."""
-    manifest = as_manifest(cluster)
-    old = dict(manifest.get("status") or {})
+    manifest = as_cluster_manifest(cluster)
+    old: JSON = dict(manifest.get("status", {}))
     new = copy.deepcopy(old)
     stamp = _timestamp(now)
-    new["observedGeneration"] = (manifest.get("metadata") or {}).get("generation", 0)
+    new["observedGeneration"] = manifest.get("metadata", {}).get("generation", 0)
     new.update(_replica_counts(manifest, pods))
     new.update(_desired_resources(manifest))
     conditions = _Conditions(new.get("conditions") or [], stamp)
@@ -166,7 +173,7 @@ class _Conditions:
         self.items = [item for item in self.items if item.get("type") != kind]
 
 
-def _replica_counts(cluster: JSON, pods: Sequence[Mapping[str, Any]]) -> JSON:
+def _replica_counts(cluster: RayCluster, pods: Sequence[Pod]) -> JSON:
     groups = worker_groups(cluster)
     workers = [pod for pod in pods if observed.is_worker(pod)]
     counts = {
@@ -183,7 +190,7 @@ def _replica_counts(cluster: JSON, pods: Sequence[Mapping[str, Any]]) -> JSON:
     return {name: count or None for name, count in counts.items()}
 
 
-def _desired_resources(cluster: JSON) -> JSON:
+def _desired_resources(cluster: RayCluster) -> JSON:
     """The head's resources plus `replicas` x `numOfHosts` of each group's (raw `replicas`, as
     KubeRay: the clamped value would hide a spec that asks for more than the bounds allow)."""
     totals = _pod_resources(head_group(cluster))
@@ -208,10 +215,10 @@ def _desired_resources(cluster: JSON) -> JSON:
     }
 
 
-def _pod_resources(group: JSON) -> dict[str, Quantity]:
+def _pod_resources(group: GroupSpec) -> dict[str, Quantity]:
     """Sum over the template's containers; a request wins over the limit of the same resource."""
     totals: dict[str, Quantity] = {}
-    for container in ((group.get("template") or {}).get("spec") or {}).get("containers") or []:
+    for container in pod_spec(group).get("containers") or []:
         resources = container.get("resources") or {}
         merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for name, text in merged.items():
@@ -238,12 +245,12 @@ def _failure_conditions(
         )
 
 
-def _head_pod(pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def _head_pod(pods: Sequence[Pod]) -> Pod | None:
     heads = [pod for pod in pods if observed.is_head(pod)]
     return heads[0] if heads else None
 
 
-def _head_pod_condition(conditions: _Conditions, head: Mapping[str, Any] | None) -> None:
+def _head_pod_condition(conditions: _Conditions, head: Pod | None) -> None:
     if head is None:
         conditions.set(
             HEAD_POD_READY,
@@ -267,9 +274,7 @@ def _head_pod_condition(conditions: _Conditions, head: Mapping[str, Any] | None)
     conditions.set(HEAD_POD_READY, status=is_ready, reason=reason, message=message)
 
 
-def _first_unready_container(
-    pod: Mapping[str, Any], *, default: tuple[str, str]
-) -> tuple[str, str]:
+def _first_unready_container(pod: Pod, *, default: tuple[str, str]) -> tuple[str, str]:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         state = status.get("state") or {}
         detail = state.get("waiting") or state.get("terminated")
@@ -282,7 +287,7 @@ def _first_unready_container(
 
 
 def _provisioned_condition(
-    conditions: _Conditions, cluster: JSON, pods: Sequence[Mapping[str, Any]]
+    conditions: _Conditions, cluster: RayCluster, pods: Sequence[Pod]
 ) -> None:
     """RayClusterProvisioned: the first time every Pod was ready. Only a suspension withdraws it."""
     if conditions.is_true(PROVISIONED) or conditions.is_true(SUSPENDED):
@@ -297,7 +302,7 @@ def _provisioned_condition(
         conditions.set(PROVISIONED, status=False, reason=REASON_PODS_PROVISIONING, message=message)
 
 
-def _suspension_conditions(conditions: _Conditions, cluster: JSON, *, any_pods: bool) -> None:
+def _suspension_conditions(conditions: _Conditions, cluster: RayCluster, *, any_pods: bool) -> None:
     """Suspending (Pods being deleted) → Suspended (none left) → resumed; never both True."""
     wants_suspend = is_suspended(spec(cluster))
     if conditions.is_true(SUSPENDING):
@@ -318,7 +323,7 @@ def _suspension_conditions(conditions: _Conditions, cluster: JSON, *, any_pods: 
         conditions.set(SUSPENDING, status=wants_suspend, reason=SUSPENDING, message=message)
 
 
-def _all_desired_pods_running(cluster: JSON, pods: Sequence[Mapping[str, Any]]) -> bool:
+def _all_desired_pods_running(cluster: RayCluster, pods: Sequence[Pod]) -> bool:
     """Every Pod runs, and they include the head and every desired worker.
 
     KubeRay checks only the Pods it happens to see, so a head that is Running before the
@@ -330,9 +335,7 @@ def _all_desired_pods_running(cluster: JSON, pods: Sequence[Mapping[str, Any]]) 
     return has_head and workers >= desired and observed.all_running(pods)
 
 
-def _update_state(
-    new: JSON, cluster: JSON, *, pods: Sequence[Mapping[str, Any]], failed: bool
-) -> None:
+def _update_state(new: JSON, cluster: RayCluster, *, pods: Sequence[Pod], failed: bool) -> None:
     # KubeRay only ever sets "ready" (and "suspended"); a state once reached stays until replaced.
     desired = int(new.get("desiredWorkerReplicas") or 0)
     if not failed and len(pods) == desired + 1 and observed.all_running(pods):
@@ -342,7 +345,9 @@ def _update_state(
         new["state"] = STATE_SUSPENDED
 
 
-def _head_service(cluster: JSON, services: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def _head_service(
+    cluster: RayCluster, services: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
     """The head Service, found by KubeRay's labels (a custom `headService` may rename it)."""
     wanted = {
         names.CLUSTER_LABEL: (cluster.get("metadata") or {}).get("name"),
@@ -372,8 +377,8 @@ def _endpoints(previous: Mapping[str, str], service: Mapping[str, Any] | None) -
     return endpoints
 
 
-def _head_info(head: Mapping[str, Any] | None, service: Mapping[str, Any] | None) -> JSON:
-    pod_ip = str(((head or {}).get("status") or {}).get("podIP") or "")
+def _head_info(head: Pod | None, service: Mapping[str, Any] | None) -> JSON:
+    pod_ip = str(head.get("status", {}).get("podIP") or "") if head else ""
     info = {"podIP": pod_ip, "podName": observed.pod_name(head) if head else ""}
     if service is not None:
         cluster_ip = (service.get("spec") or {}).get("clusterIP") or ""

@@ -22,9 +22,13 @@ import copy
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator.dashboard.models import FAILED, SUCCEEDED, JobInfo, is_job_terminal
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster, RayJob
+
 
 JSON = dict[str, Any]
 Object = Mapping[str, Any]
@@ -78,19 +82,19 @@ def parse_time(text: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def spec_of(rayjob: Object) -> Object:
+def spec_of(rayjob: RayJob) -> Object:
     return rayjob.get("spec") or {}
 
 
-def uses_cluster_selector(rayjob: Object) -> bool:
+def uses_cluster_selector(rayjob: RayJob) -> bool:
     return bool(spec_of(rayjob).get("clusterSelector"))
 
 
-def submission_mode(rayjob: Object) -> str:
+def submission_mode(rayjob: RayJob) -> str:
     return str(spec_of(rayjob).get("submissionMode") or "K8sJobMode")
 
 
-def has_submitter(rayjob: Object) -> bool:
+def has_submitter(rayjob: RayJob) -> bool:
     return submission_mode(rayjob) in ("K8sJobMode", "SidecarMode")
 
 
@@ -98,7 +102,7 @@ def has_submitter(rayjob: Object) -> bool:
 
 
 def initialized(
-    rayjob: Object, status: Object, *, now: datetime.datetime, cluster_name: str, submission_id: str
+    rayjob: RayJob, status: Object, *, now: datetime.datetime, cluster_name: str, submission_id: str
 ) -> JSON:
     """New → Initializing, with the submission id and cluster name chosen *before* anything is
     created or submitted, so a restart can never submit twice or create a second cluster."""
@@ -117,7 +121,7 @@ def initialized(
 # --- guards checked in Initializing / Running -----------------------------------------------
 
 
-def suspending(rayjob: Object, status: Object) -> JSON | None:
+def suspending(rayjob: RayJob, status: Object) -> JSON | None:
     """Initializing/Running → Suspending when `spec.suspend` is set."""
     if not spec_of(rayjob).get("suspend") or state(status) not in (INITIALIZING, RUNNING):
         return None
@@ -125,7 +129,7 @@ def suspending(rayjob: Object, status: Object) -> JSON | None:
 
 
 def active_deadline_passed(
-    rayjob: Object, status: Object, *, now: datetime.datetime
+    rayjob: RayJob, status: Object, *, now: datetime.datetime
 ) -> JSON | None:
     """→ Failed/DeadlineExceeded once `activeDeadlineSeconds` have passed since startTime."""
     seconds = spec_of(rayjob).get("activeDeadlineSeconds")
@@ -141,7 +145,7 @@ def active_deadline_passed(
 
 
 def pre_running_deadline_passed(
-    rayjob: Object, status: Object, *, now: datetime.datetime
+    rayjob: RayJob, status: Object, *, now: datetime.datetime
 ) -> JSON | None:
     """→ Failed/PreRunningDeadlineExceeded when Running was not reached in time."""
     seconds = spec_of(rayjob).get("preRunningDeadlineSeconds")
@@ -288,7 +292,7 @@ def submitter_finished_too_long_ago(
 
 
 def with_job_info(
-    rayjob: Object, status: Object, *, info: JobInfo, submitter_finished: bool
+    rayjob: RayJob, status: Object, *, info: JobInfo, submitter_finished: bool
 ) -> JSON:
     """Running + what the dashboard says → still Running, Complete or Failed (AppFailed).
 
@@ -347,7 +351,7 @@ def released(status: Object) -> JSON:
     return new
 
 
-def resumed(rayjob: Object, status: Object) -> JSON | None:
+def resumed(rayjob: RayJob, status: Object) -> JSON | None:
     """Suspended and `suspend` was cleared → New."""
     if state(status) != SUSPENDED or spec_of(rayjob).get("suspend"):
         return None
@@ -360,7 +364,7 @@ def resumed(rayjob: Object, status: Object) -> JSON | None:
 # --- after every pass through the state machine ---------------------------------------------
 
 
-def counted(rayjob: Object, status: Object) -> JSON:
+def counted(rayjob: RayJob, status: Object) -> JSON:
     """Count the attempt that just ended and retry while `backoffLimit` allows
     (KubeRay's `checkBackoffLimitAndUpdateStatusIfNeeded`)."""
     new = dict(status)
@@ -393,7 +397,7 @@ def status_changed(old: Object, new: Object) -> bool:
     return _comparable(old) != _comparable(new)
 
 
-def shutdown_due_at(rayjob: Object, status: Object) -> datetime.datetime | None:
+def shutdown_due_at(rayjob: RayJob, status: Object) -> datetime.datetime | None:
     """When a finished RayJob's cluster goes (`shutdownAfterJobFinishes` + TTL), or None."""
     spec = spec_of(rayjob)
     ended = parse_time(status.get("endTime"))
@@ -424,7 +428,7 @@ class DeletionPlan:
 
 
 def deletion_plan(
-    rayjob: Object, status: Object, *, cluster: Object | None, now: datetime.datetime
+    rayjob: RayJob, status: Object, *, cluster: RayCluster | None, now: datetime.datetime
 ) -> DeletionPlan | None:
     """The `deletionStrategy` of a Complete/Failed RayJob (KubeRay's `handleDeletionRules` and
     `handleLegacyDeletionPolicy`); None when it has none (then `shutdownAfterJobFinishes` rules).
@@ -448,7 +452,7 @@ def _plan_rules(
     rules: list[Any],
     status: Object,
     *,
-    cluster: Object | None,
+    cluster: RayCluster | None,
     ended: datetime.datetime,
     now: datetime.datetime,
 ) -> DeletionPlan:
@@ -475,11 +479,11 @@ def _rule_matches(condition: Object, status: Object) -> bool:
 
 
 def _plan_legacy(
-    rayjob: Object,
+    rayjob: RayJob,
     strategy: Object,
     status: Object,
     *,
-    cluster: Object | None,
+    cluster: RayCluster | None,
     ended: datetime.datetime,
     now: datetime.datetime,
 ) -> DeletionPlan:
@@ -495,16 +499,16 @@ def _plan_legacy(
     return DeletionPlan(None if deletion_done(policy, cluster) else policy, None)
 
 
-def deletion_done(policy: str, cluster: Object | None) -> bool:
+def deletion_done(policy: str, cluster: RayCluster | None) -> bool:
     """Whether the effect of `policy` is already there (KubeRay's `isDeletionActionCompleted`)."""
     if policy == DELETE_NONE:
         return True
     if policy == DELETE_SELF:
         return False  # We are still here.
-    if cluster is None or (cluster.get("metadata") or {}).get("deletionTimestamp"):
+    if cluster is None or cluster.get("metadata", {}).get("deletionTimestamp"):
         return True
     if policy == DELETE_WORKERS:
-        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or ()
+        groups = cluster.get("spec", {}).get("workerGroupSpecs") or ()
         return all(group.get("suspend") is True for group in groups)
     return False
 

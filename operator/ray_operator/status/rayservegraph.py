@@ -31,10 +31,14 @@ import copy
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator.servegraph.names import DEPLOYED, FETCHED, PARSED, READY
 from ray_operator.status.rayservice import set_condition
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayService
+
 
 Object = Mapping[str, Any]
 JSON = dict[str, Any]
@@ -202,7 +206,7 @@ def phase(conditions: Sequence[Object], *, spec_invalid: bool) -> str:
     return READY_PHASE
 
 
-def deployed_condition(rayservice: Object | None, *, name: str, owned: bool) -> ConditionState:
+def deployed_condition(rayservice: RayService | None, *, name: str, owned: bool) -> ConditionState:
     """Deployed, mirrored from the RayService named `name` (None: there is none). Pass the
     API server's answer to a write just made, not the cache's older copy: a RayService whose
     `serveConfigV2` just changed must not look deployed for one more reconcile."""

@@ -28,15 +28,20 @@ import datetime
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
+from ray_operator.builders.manifest import json_copy
 from ray_operator.builders.rayservice import build_cluster_for_service, is_cluster_spec_hash_equal
 from ray_operator.dashboard.models import ServeApplicationStatus
 from ray_operator.validation.rayservice import (
     INITIALIZING_TIMEOUT_ANNOTATION,
     initializing_timeout_seconds,
 )
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster, RayService
+
 
 JSON = dict[str, Any]
 Object = Mapping[str, Any]
@@ -100,18 +105,18 @@ def needs_serve_update(
     return False, "Current V2 Serve config matches cached Serve config."
 
 
-def zero_downtime_upgrade_enabled(rayservice: Object) -> bool:
+def zero_downtime_upgrade_enabled(rayservice: RayService) -> bool:
     """`upgradeStrategy.type` NewCluster (the default); `None` turns upgrades off."""
-    strategy = ((rayservice.get("spec") or {}).get("upgradeStrategy") or {}).get("type")
+    strategy = rayservice.get("spec", {}).get("upgradeStrategy", {}).get("type")
     return strategy in (None, "", "NewCluster")
 
 
 def needs_new_cluster(
-    rayservice: Object,
+    rayservice: RayService,
     *,
     goal_hash: str,
-    active: Object | None,
-    pending: Object | None,
+    active: RayCluster | None,
+    pending: RayCluster | None,
     pending_serving: bool = False,
 ) -> bool:
     """Whether to name a new pending cluster (KubeRay's `shouldPrepareNewCluster`)."""
@@ -130,8 +135,8 @@ def needs_new_cluster(
 
 
 def should_update_cluster(
-    rayservice: Object,
-    cluster: Object | None,
+    rayservice: RayService,
+    cluster: RayCluster | None,
     *,
     active: bool,
     upgrade_in_progress: bool,
@@ -163,20 +168,20 @@ def upgrade_in_progress(status: Object) -> bool:
     return _condition_true(list(status.get("conditions") or []), UPGRADE_IN_PROGRESS)
 
 
-def cluster_updated_in_place(rayservice: Object, cluster: Object) -> JSON:
+def cluster_updated_in_place(rayservice: RayService, cluster: RayCluster) -> JSON:
     """The body that rewrites `cluster` from the RayService (KubeRay's `modifyRayCluster` over
     `constructRayClusterForRayService`): spec from `rayClusterConfig` with the cluster's own
     `suspend` kept (Kueue owns it once the cluster exists), labels and annotations as a new
     cluster would get them (hash, worker group count, our version); the rest of the metadata,
     `resourceVersion` included, as cached, so the update is a compare-and-swap."""
     goal = build_cluster_for_service(rayservice, name=cluster["metadata"]["name"])
-    body = copy.deepcopy(dict(cluster))
+    body: JSON = json_copy(cluster)
     body.pop("status", None)  # ignored on update (status subresource)
     body["metadata"]["labels"] = goal["metadata"]["labels"]
     body["metadata"]["annotations"] = goal["metadata"]["annotations"]
     spec = goal["spec"]
     spec.pop("suspend", None)
-    suspend = (cluster.get("spec") or {}).get("suspend")
+    suspend = cluster.get("spec", {}).get("suspend")
     if suspend is not None:
         spec["suspend"] = suspend
     body["spec"] = spec
@@ -190,7 +195,7 @@ def serving_cluster_of(service: Object | None) -> str | None:
     return ((service.get("spec") or {}).get("selector") or {}).get("ray.io/cluster")
 
 
-def count_serve_endpoints(pods: Sequence[Object], *, cluster: str | None) -> int:
+def count_serve_endpoints(pods: Sequence[Pod], *, cluster: str | None) -> int:
     """Ready Pods of `cluster` labelled `ray.io/serve: "true"`: what the serve Service's
     EndpointSlices would list as ready (counted from Pods: they are in our cache)."""
     if cluster is None:
@@ -210,8 +215,8 @@ class Observed:
     """What one reconcile saw, for `compute_status`."""
 
     generation: int
-    active: Object | None
-    pending: Object | None
+    active: RayCluster | None
+    pending: RayCluster | None
     active_apps: Mapping[str, ServeApplicationStatus] | None
     pending_apps: Mapping[str, ServeApplicationStatus] | None
     services_point_to: str | None
@@ -307,7 +312,7 @@ def set_condition(
 
 
 def _observe(
-    entry: JSON, cluster: Object | None, apps: Mapping[str, ServeApplicationStatus] | None
+    entry: JSON, cluster: RayCluster | None, apps: Mapping[str, ServeApplicationStatus] | None
 ) -> None:
     if cluster is not None:
         entry["rayClusterStatus"] = copy.deepcopy(dict(cluster.get("status") or {}))
@@ -363,7 +368,7 @@ def _conditions(status: JSON, *, now: datetime.datetime, timeout: float | None) 
 # --- initializing timeout ------------------------------------------------------------------------
 
 
-def initializing_timeout(rayservice: Object) -> float | None:
+def initializing_timeout(rayservice: RayService) -> float | None:
     """Seconds of `ray.io/initializing-timeout` (a Go duration or whole seconds, validated
     beforehand), or None without one (KubeRay's `getInitializingTimeout`)."""
     annotations = (rayservice.get("metadata") or {}).get("annotations") or {}
@@ -572,7 +577,7 @@ def _condition_true(conditions: list[JSON], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def _ready(pod: Object) -> bool:
+def _ready(pod: Pod) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
         c.get("type") == "Ready" and c.get("status") == "True"

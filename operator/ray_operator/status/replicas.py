@@ -7,21 +7,25 @@ values outside it), a suspended group wants none, and each replica of a multi-ho
 
 from __future__ import annotations
 
-from ray_operator.builders.manifest import JSON
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import WorkerGroupSpec
+
 
 INT32_MAX = 2**31 - 1
 
 
-def hosts_per_replica(group: JSON) -> int:
+def hosts_per_replica(group: WorkerGroupSpec) -> int:
     """`numOfHosts`, at least 1 (a zero would otherwise delete every worker, as KubeRay notes)."""
     return max(1, int(group.get("numOfHosts") or 1))
 
 
-def is_group_suspended(group: JSON) -> bool:
+def is_group_suspended(group: WorkerGroupSpec) -> bool:
     return group.get("suspend") is True
 
 
-def desired_group_replicas(group: JSON) -> int:
+def desired_group_replicas(group: WorkerGroupSpec) -> int:
     """Replicas (not Pods) the group should have: `replicas` clamped into [min, max]."""
     if is_group_suspended(group):
         return 0
@@ -33,11 +37,11 @@ def desired_group_replicas(group: JSON) -> int:
     return min(int(replicas), maximum)
 
 
-def desired_group_pods(group: JSON) -> int:
+def desired_group_pods(group: WorkerGroupSpec) -> int:
     return desired_group_replicas(group) * hosts_per_replica(group)
 
 
-def min_group_pods(group: JSON) -> int:
+def min_group_pods(group: WorkerGroupSpec) -> int:
     return (
         0
         if is_group_suspended(group)
@@ -45,11 +49,11 @@ def min_group_pods(group: JSON) -> int:
     )
 
 
-def max_group_pods(group: JSON) -> int:
+def max_group_pods(group: WorkerGroupSpec) -> int:
     return 0 if is_group_suspended(group) else _max_replicas(group) * hosts_per_replica(group)
 
 
-def _max_replicas(group: JSON) -> int:
+def _max_replicas(group: WorkerGroupSpec) -> int:
     maximum = group.get("maxReplicas")
     return INT32_MAX if maximum is None else int(maximum)
 

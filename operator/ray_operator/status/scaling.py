@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.hashing import GoDecodeError, pod_template_hash
 from ray_operator.builders.manifest import (
-    JSON,
     ClusterLike,
-    as_manifest,
+    as_cluster_manifest,
     cluster_annotations,
     is_autoscaling_enabled,
     is_suspended,
@@ -45,7 +44,9 @@ from ray_operator.builders.manifest import (
 from ray_operator.status import pods as observed
 from ray_operator.status.replicas import desired_group_pods, hosts_per_replica, is_group_suspended
 
-Pod = Mapping[str, Any]
+if TYPE_CHECKING:
+    from ray_io.v1_views import Pod, RayCluster, WorkerGroupSpec
+
 # KubeRay's annotation for RayJob-owned clusters: once provisioned, a lost head is not recreated.
 DISABLE_PROVISIONED_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
 # How many Pods a plan names for creation when the caller gives no bound (the reconciler passes
@@ -131,7 +132,7 @@ def plan_scaling(
     It names at most `max_pod_creates` Pods to create (the head first, then the groups in
     order; a multi-host replica is never split, so a group's first replica may exceed it).
     """
-    manifest = as_manifest(cluster)
+    manifest = as_cluster_manifest(cluster)
     live = [pod for pod in pods if not observed.is_terminating(pod)]
     reason = _delete_all_reason(manifest, live)
     if reason is not None:
@@ -150,7 +151,7 @@ def plan_scaling(
     )
 
 
-def _orphans(cluster: JSON, live: Sequence[Pod]) -> tuple[PodDeletion, ...]:
+def _orphans(cluster: RayCluster, live: Sequence[Pod]) -> tuple[PodDeletion, ...]:
     """Workers of a group that was removed from the spec (KubeRay leaves them running forever)."""
     known = {str(group.get("groupName")) for group in worker_groups(cluster)}
     return tuple(
@@ -161,7 +162,7 @@ def _orphans(cluster: JSON, live: Sequence[Pod]) -> tuple[PodDeletion, ...]:
     )
 
 
-def _delete_all_reason(cluster: JSON, live: Sequence[Pod]) -> str | None:
+def _delete_all_reason(cluster: RayCluster, live: Sequence[Pod]) -> str | None:
     if is_suspended(spec(cluster)):
         # Checked even with no Pods left: a suspended cluster must not get a new head.
         return "spec.suspend is true"
@@ -180,7 +181,7 @@ def _delete_all_reason(cluster: JSON, live: Sequence[Pod]) -> str | None:
     return None
 
 
-def _recreate_upgrade_due(cluster: JSON, heads: Sequence[Pod]) -> bool:
+def _recreate_upgrade_due(cluster: RayCluster, heads: Sequence[Pod]) -> bool:
     """KubeRay's `shouldRecreatePodsForUpgrade`: the first head's recorded hash differs from the
     spec's. A head without the annotation predates it: left be. A head stamped by another KubeRay
     version is not recreated either (KubeRay re-stamps it instead: its hash may differ only because
@@ -207,7 +208,7 @@ def _head_to_keep_first(pod: Pod) -> tuple[bool, str, str]:
     return not observed.is_running_and_ready(pod), created, observed.pod_name(pod)
 
 
-def _plan_head(cluster: JSON, pods: Sequence[Pod], *, provisioned: bool) -> ScalingPlan:
+def _plan_head(cluster: RayCluster, pods: Sequence[Pod], *, provisioned: bool) -> ScalingPlan:
     heads = [pod for pod in pods if observed.is_head(pod) and not observed.is_terminating(pod)]
     terminating = any(observed.is_head(pod) and observed.is_terminating(pod) for pod in pods)
     if len(heads) > 1:
@@ -233,7 +234,9 @@ def _plan_head(cluster: JSON, pods: Sequence[Pod], *, provisioned: bool) -> Scal
     return ScalingPlan(create_head=not skip and not terminating)
 
 
-def _plan_group(cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int) -> GroupPlan:
+def _plan_group(
+    cluster: RayCluster, group: WorkerGroupSpec, pods: Sequence[Pod], *, room: int
+) -> GroupPlan:
     """The group's plan; `room`: how many more Pods the plan may name for creation."""
     name = str(group["groupName"])
     if is_group_suspended(group):
@@ -247,7 +250,7 @@ def _plan_group(cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int) -
 
 
 def _plan_single_host_group(
-    cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int
+    cluster: RayCluster, group: WorkerGroupSpec, pods: Sequence[Pod], *, room: int
 ) -> GroupPlan:
     """Replace broken Pods, honour workersToDelete, then create or remove Pods to the target."""
     name = str(group["groupName"])
@@ -256,7 +259,7 @@ def _plan_single_host_group(
         for p in pods
         if (v := observed.replacement_verdict(p)).delete
     }
-    requested = list((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+    requested = list(group.get("scaleStrategy", {}).get("workersToDelete") or [])
     by_name = {observed.pod_name(p): p for p in pods}
     for pod_name in requested:
         if pod_name in by_name:
@@ -284,7 +287,7 @@ def _plan_single_host_group(
 
 
 def _plan_multi_host_group(
-    cluster: JSON, group: JSON, pods: Sequence[Pod], *, room: int
+    cluster: RayCluster, group: WorkerGroupSpec, pods: Sequence[Pod], *, room: int
 ) -> GroupPlan:
     """As for single-host groups, but a replica of `numOfHosts` Pods lives and dies as one."""
     name, hosts = str(group["groupName"]), hosts_per_replica(group)
@@ -292,7 +295,7 @@ def _plan_multi_host_group(
     for pod in pods:
         replicas.setdefault(_replica_name(pod), []).append(pod)
     doomed = _broken_replicas(replicas, hosts=hosts)
-    requested = list((group.get("scaleStrategy") or {}).get("workersToDelete") or [])
+    requested = list(group.get("scaleStrategy", {}).get("workersToDelete") or [])
     by_name = {observed.pod_name(p): p for p in pods}
     for pod_name in (p for p in requested if p in by_name):
         doomed.setdefault(_replica_name(by_name[pod_name]), WORKERS_TO_DELETE_REASON)

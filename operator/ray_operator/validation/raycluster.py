@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
@@ -29,6 +29,7 @@ from ray_operator.builders.manifest import (
     ClusterLike,
     autoscaler_version,
     cluster_annotations,
+    head_group,
     is_auth_enabled,
     is_autoscaling_enabled,
     is_gcs_ft_enabled,
@@ -50,6 +51,11 @@ from ray_operator.validation.errors import (
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster
+
+    from ray_operator.builders.manifest import GroupSpec
 
 # 63 - len("-serve-svc"): the longest name whose derived Service names all fit in a DNS label.
 MAX_CLUSTER_NAME_LENGTH = 53
@@ -76,8 +82,8 @@ def validate_raycluster(
     cluster: ClusterLike, *, limits: ClusterLimits = DEFAULT_LIMITS
 ) -> list[FieldError]:
     """Every semantic violation in the RayCluster's metadata and spec; empty when it is valid."""
-    manifest = read_only_manifest(cluster)
-    checks: tuple[Callable[[JSON], Iterator[FieldError]], ...] = (
+    manifest = read_only_cluster(cluster)
+    checks: tuple[Callable[[RayCluster], Iterator[FieldError]], ...] = (
         _metadata_errors,
         _head_group_errors,
         _worker_group_errors,
@@ -104,9 +110,15 @@ def read_only_manifest(obj: ClusterLike) -> JSON:
     return obj.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def read_only_cluster(obj: ClusterLike) -> RayCluster:
+    """`read_only_manifest` of a RayCluster, typed: the schema admitted it before validation runs
+    (admission validates after the API server's schema, the controller reads its cache)."""
+    return cast("RayCluster", read_only_manifest(obj))
+
+
 def validate_raycluster_status(cluster: ClusterLike) -> list[FieldError]:
     """The status must not claim to be suspending and suspended at once (KubeRay's invariant)."""
-    conditions = (read_only_manifest(cluster).get("status") or {}).get("conditions") or []
+    conditions = read_only_cluster(cluster).get("status", {}).get("conditions") or []
     true_types = {c.get("type") for c in conditions if c.get("status") == "True"}
     if {"RayClusterSuspending", "RayClusterSuspended"} <= true_types:
         detail = "RayClusterSuspending and RayClusterSuspended must not both be True"
@@ -116,7 +128,7 @@ def validate_raycluster_status(cluster: ClusterLike) -> list[FieldError]:
 
 def raycluster_warnings(cluster: ClusterLike) -> list[str]:
     """Legal but surprising settings, worded for `kubectl apply` warnings (and Warning events)."""
-    manifest = read_only_manifest(cluster)
+    manifest = read_only_cluster(cluster)
     warnings = _replica_bound_warnings(manifest)
     cluster_spec = spec(manifest)
     if is_autoscaling_enabled(cluster_spec) and autoscaler_version(cluster_spec) == "v1":
@@ -124,7 +136,7 @@ def raycluster_warnings(cluster: ClusterLike) -> list[str]:
         restarting = [
             str(group.get("groupName"))
             for group in cluster_spec.get("workerGroupSpecs") or []
-            if ((group.get("template") or {}).get("spec") or {}).get("restartPolicy")
+            if group.get("template", {}).get("spec", {}).get("restartPolicy")
             not in (None, "", "Never")
         ]
         if restarting:
@@ -135,7 +147,7 @@ def raycluster_warnings(cluster: ClusterLike) -> list[str]:
     return warnings
 
 
-def _replica_bound_warnings(cluster: JSON) -> list[str]:
+def _replica_bound_warnings(cluster: RayCluster) -> list[str]:
     warnings = []
     for index, group in enumerate(spec(cluster).get("workerGroupSpecs") or []):
         replicas, low, high = (
@@ -153,7 +165,7 @@ def _replica_bound_warnings(cluster: JSON) -> list[str]:
     return warnings
 
 
-def _metadata_errors(cluster: JSON) -> Iterator[FieldError]:
+def _metadata_errors(cluster: RayCluster) -> Iterator[FieldError]:
     name = str(metadata(cluster).get("name", ""))
     if len(name) > MAX_CLUSTER_NAME_LENGTH:
         # Otherwise `<name>-serve-svc` and `<name>-head-svc` would not fit in 63 characters.
@@ -164,8 +176,8 @@ def _metadata_errors(cluster: JSON) -> Iterator[FieldError]:
         yield invalid("metadata.name", name, detail)
 
 
-def _head_group_errors(cluster: JSON) -> Iterator[FieldError]:
-    group = spec(cluster).get("headGroupSpec") or {}
+def _head_group_errors(cluster: RayCluster) -> Iterator[FieldError]:
+    group = head_group(cluster)
     if not _containers(group):
         yield required(
             f"{HEAD}.template.spec.containers", "headGroupSpec should have at least one container"
@@ -173,7 +185,7 @@ def _head_group_errors(cluster: JSON) -> Iterator[FieldError]:
     yield from _group_params_errors(HEAD, group)
 
 
-def _group_params_errors(path: str, group: JSON) -> Iterator[FieldError]:
+def _group_params_errors(path: str, group: Mapping[str, Any]) -> Iterator[FieldError]:
     params = group.get("rayStartParams") or {}
     if group.get("resources") and any(params.get(key) for key in _RESOURCE_PARAMS):
         detail = (
@@ -201,7 +213,7 @@ def _is_label_name(text: str) -> bool:
     return len(text) <= 63 and _LABEL_NAME_RE.match(text) is not None
 
 
-def _worker_group_errors(cluster: JSON) -> Iterator[FieldError]:
+def _worker_group_errors(cluster: RayCluster) -> Iterator[FieldError]:
     seen: set[str] = set()
     autoscaling = is_autoscaling_enabled(spec(cluster))
     for index, group in enumerate(spec(cluster).get("workerGroupSpecs") or []):
@@ -226,7 +238,9 @@ def _worker_group_errors(cluster: JSON) -> Iterator[FieldError]:
         yield from _autoscaler_v2_only_errors(path, group, cluster)
 
 
-def _replica_errors(path: str, group: JSON, *, autoscaling: bool) -> Iterator[FieldError]:
+def _replica_errors(
+    path: str, group: Mapping[str, Any], *, autoscaling: bool
+) -> Iterator[FieldError]:
     low, high = group.get("minReplicas"), group.get("maxReplicas")
     for field, value in (("minReplicas", low), ("maxReplicas", high)):
         if value is None and not autoscaling:
@@ -247,7 +261,9 @@ def _replica_errors(path: str, group: JSON, *, autoscaling: bool) -> Iterator[Fi
         )
 
 
-def _autoscaler_v2_only_errors(path: str, group: JSON, cluster: JSON) -> Iterator[FieldError]:
+def _autoscaler_v2_only_errors(
+    path: str, group: Mapping[str, Any], cluster: RayCluster
+) -> Iterator[FieldError]:
     idle = group.get("idleTimeoutSeconds")
     if idle is not None and idle < 0:
         yield invalid(f"{path}.idleTimeoutSeconds", idle, "must be greater than or equal to 0")
@@ -268,7 +284,7 @@ def _autoscaler_v2_only_errors(path: str, group: JSON, cluster: JSON) -> Iterato
             )
 
 
-def _autoscaler_v2(cluster: JSON) -> bool:
+def _autoscaler_v2(cluster: RayCluster) -> bool:
     """v2 by `autoscalerOptions.version`, or by the head env var KubeRay < 1.4 used."""
     return (
         autoscaler_version(spec(cluster)) == "v2"
@@ -276,11 +292,11 @@ def _autoscaler_v2(cluster: JSON) -> bool:
     )
 
 
-def _fault_tolerance_errors(cluster: JSON) -> Iterator[FieldError]:
+def _fault_tolerance_errors(cluster: RayCluster) -> Iterator[FieldError]:
     cluster_spec = spec(cluster)
     options = cluster_spec.get("gcsFaultToleranceOptions")
     env = _head_env(cluster)
-    params = (cluster_spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
+    params = cluster_spec.get("headGroupSpec", {}).get("rayStartParams") or {}
     container_env = f"{HEAD}.template.spec.containers[0].env"
     if cluster_annotations(cluster).get(names.FT_ENABLED_ANNOTATION) and options is not None:
         yield forbidden(
@@ -304,7 +320,11 @@ def _fault_tolerance_errors(cluster: JSON) -> Iterator[FieldError]:
 
 
 def _gcs_ft_options_errors(
-    cluster: JSON, options: JSON, *, env: Mapping[str, str], params: Mapping[str, str]
+    cluster: RayCluster,
+    options: Mapping[str, Any],
+    *,
+    env: Mapping[str, str],
+    params: Mapping[str, str],
 ) -> Iterator[FieldError]:
     container_env = f"{HEAD}.template.spec.containers[0].env"
     if params.get("redis-password"):
@@ -336,7 +356,7 @@ def _gcs_ft_options_errors(
 
 
 def _embedded_backend_errors(
-    cluster: JSON, options: JSON, *, env: Mapping[str, str]
+    cluster: RayCluster, options: Mapping[str, Any], *, env: Mapping[str, str]
 ) -> Iterator[FieldError]:
     path = "spec.gcsFaultToleranceOptions"
     for field in ("redisAddress", "redisUsername", "redisPassword", "externalStorageNamespace"):
@@ -350,8 +370,9 @@ def _embedded_backend_errors(
             f"{path}.storage.claimName",
             "mutually exclusive with size, storageClassName and accessModes",
         )
-    head_spec = ((spec(cluster).get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
-    container = ((head_spec.get("containers") or [{}])[0]) or {}
+    head_spec = head_group(cluster).get("template", {}).get("spec", {})
+    containers = head_spec.get("containers") or []
+    container: Mapping[str, Any] = containers[0] if containers else {}
     managed_env = names.ENV_RAY_GCS_STORAGE in env or names.ENV_RAY_GCS_STORAGE_PATH in env
     managed_mount = any(
         m.get("name") == names.GCS_STORAGE_VOLUME_NAME
@@ -369,7 +390,7 @@ def _embedded_backend_errors(
         )
 
 
-def _autoscaling_errors(cluster: JSON) -> Iterator[FieldError]:
+def _autoscaling_errors(cluster: RayCluster) -> Iterator[FieldError]:
     cluster_spec = spec(cluster)
     env = _head_env(cluster)
     v2_env = env.get(names.ENV_RAY_ENABLE_AUTOSCALER_V2)
@@ -404,10 +425,10 @@ def _autoscaling_errors(cluster: JSON) -> Iterator[FieldError]:
         )
 
 
-def _restart_policy_errors(cluster: JSON) -> Iterator[FieldError]:
+def _restart_policy_errors(cluster: RayCluster) -> Iterator[FieldError]:
     # Autoscaler v2 replaces failed Pods itself; restarting containers in place would confuse it.
     for path, group in _groups(cluster):
-        policy = ((group.get("template") or {}).get("spec") or {}).get("restartPolicy")
+        policy = group.get("template", {}).get("spec", {}).get("restartPolicy")
         if policy not in (None, "", "Never"):
             yield invalid(
                 f"{path}.template.spec.restartPolicy",
@@ -416,7 +437,7 @@ def _restart_policy_errors(cluster: JSON) -> Iterator[FieldError]:
             )
 
 
-def _auth_errors(cluster: JSON) -> Iterator[FieldError]:
+def _auth_errors(cluster: RayCluster) -> Iterator[FieldError]:
     cluster_spec = spec(cluster)
     path = "spec.authOptions"
     if not is_auth_enabled(cluster_spec):
@@ -441,7 +462,7 @@ def _auth_errors(cluster: JSON) -> Iterator[FieldError]:
             yield forbidden(f"{path}.secretName", "cannot be set with enableK8sTokenAuth")
 
 
-def _unsupported_feature_errors(cluster: JSON) -> Iterator[FieldError]:
+def _unsupported_feature_errors(cluster: RayCluster) -> Iterator[FieldError]:
     # KubeRay ships these behind alpha feature gates that are off by default; we do not have them.
     for field in ("tlsOptions", "networkPolicy", "historyServerOptions"):
         if spec(cluster).get(field) is not None:
@@ -450,7 +471,7 @@ def _unsupported_feature_errors(cluster: JSON) -> Iterator[FieldError]:
             )
 
 
-def _upgrade_strategy_errors(cluster: JSON) -> Iterator[FieldError]:
+def _upgrade_strategy_errors(cluster: RayCluster) -> Iterator[FieldError]:
     kind = (spec(cluster).get("upgradeStrategy") or {}).get("type")
     if kind is None:
         return
@@ -463,14 +484,14 @@ def _upgrade_strategy_errors(cluster: JSON) -> Iterator[FieldError]:
         )
 
 
-def _pod_template_errors(cluster: JSON) -> Iterator[FieldError]:
+def _pod_template_errors(cluster: RayCluster) -> Iterator[FieldError]:
     """Kubernetes' Pod rules on every template, and the groups' `resources` quantities."""
     for path, group in _groups(cluster):
         yield from pod_template_errors(f"{path}.template", group.get("template"))
         yield from quantity_map_errors(f"{path}.resources", group.get("resources"))
 
 
-def _pod_count_errors(cluster: JSON, *, limits: ClusterLimits) -> Iterator[FieldError]:
+def _pod_count_errors(cluster: RayCluster, *, limits: ClusterLimits) -> Iterator[FieldError]:
     """No group, and not the whole cluster, may want more Pods than the operator allows."""
     bound = limits.max_pods_per_cluster
     rule = f"at most {bound} Pods per cluster (the operator's --max-pods-per-cluster)"
@@ -500,8 +521,8 @@ def _pod_count_errors(cluster: JSON, *, limits: ClusterLimits) -> Iterator[Field
         )
 
 
-def _groups(cluster: JSON) -> list[tuple[str, JSON]]:
-    groups = [(HEAD, spec(cluster).get("headGroupSpec") or {})]
+def _groups(cluster: RayCluster) -> list[tuple[str, GroupSpec]]:
+    groups: list[tuple[str, GroupSpec]] = [(HEAD, head_group(cluster))]
     groups += [
         (f"spec.workerGroupSpecs[{i}]", g)
         for i, g in enumerate(spec(cluster).get("workerGroupSpecs") or [])
@@ -509,12 +530,12 @@ def _groups(cluster: JSON) -> list[tuple[str, JSON]]:
     return groups
 
 
-def _containers(group: JSON) -> list[JSON]:
+def _containers(group: Mapping[str, Any]) -> list[JSON]:
     return list(((group.get("template") or {}).get("spec") or {}).get("containers") or [])
 
 
-def _head_env(cluster: JSON) -> dict[str, str]:
+def _head_env(cluster: RayCluster) -> dict[str, str]:
     """Literal env vars of the head's Ray container (valueFrom entries map to "")."""
-    containers = _containers(spec(cluster).get("headGroupSpec") or {})
+    containers = _containers(head_group(cluster))
     env = (containers[0].get("env") or []) if containers else []
     return {str(e.get("name")): str(e.get("value", "")) for e in env}

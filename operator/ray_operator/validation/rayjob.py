@@ -12,7 +12,7 @@ changes an UPDATE may not make, `rayjob_warnings` what is legal but has no effec
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -31,6 +31,9 @@ from ray_operator.validation.errors import (
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.pod_template import pod_template_errors
 from ray_operator.validation.raycluster import read_only_manifest
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayClusterSpec
 
 K8S_JOB_MODE = "K8sJobMode"
 HTTP_MODE = "HTTPMode"
@@ -309,7 +312,7 @@ def _policy_errors(spec: JSON, path: str, policy: Any) -> Iterator[FieldError]:
         yield invalid(
             path, policy, "not supported with clusterSelector (the cluster is not the RayJob's)"
         )
-    cluster_spec = spec.get("rayClusterSpec") or {}
+    cluster_spec = cast("RayClusterSpec", spec.get("rayClusterSpec") or {})
     if policy == "DeleteWorkers" and is_autoscaling_enabled(cluster_spec):
         yield invalid(path, policy, "not supported when the Ray autoscaler is enabled")
 

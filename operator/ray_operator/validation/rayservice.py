@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
@@ -28,6 +29,9 @@ from ray_operator.validation.errors import (
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.serve_config import serve_config_errors
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayClusterSpec
 
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 NEW_CLUSTER = "NewCluster"
@@ -133,7 +137,7 @@ def _upgrade_errors(spec: JSON) -> Iterator[FieldError]:
 
 def _incremental_upgrade_errors(spec: JSON, strategy: JSON) -> Iterator[FieldError]:
     path = "spec.upgradeStrategy.clusterUpgradeOptions"
-    if not is_autoscaling_enabled(spec.get("rayClusterConfig") or {}):
+    if not is_autoscaling_enabled(cast("RayClusterSpec", spec.get("rayClusterConfig") or {})):
         yield forbidden(
             "spec.upgradeStrategy.type",
             f"{INCREMENTAL_UPGRADE} requires rayClusterConfig.enableInTreeAutoscaling: true",
