@@ -281,7 +281,7 @@ class ComparedRun:
             "CPU-s",
         )
         self.record(
-            f"create {count}: share of the bare client's create rate",
+            f"create {count}: share of the bare client's create rate (higher is better)",
             100 * OBJECTS_PER_CLUSTER * count / seconds / ceiling,
             "%",
         )

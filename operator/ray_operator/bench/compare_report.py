@@ -2,8 +2,8 @@
 
 A cell lists each trial's value in trial order ("155 s; 77 s"), "n/a" for a trial that could not
 take it; the ratio is ours/theirs of the means over the trials that have a value (below 1: ours is
-smaller, which for every figure here means better). Shown as a plain table, markdown or JSON,
-with the machine and the settings, like the benchmark's own `Report`.
+smaller, which means better for every figure but one that says "higher is better"). Shown as a
+plain table, markdown or JSON, with the machine and the settings, like the benchmark's `Report`.
 """
 
 from __future__ import annotations
