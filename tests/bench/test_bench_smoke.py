@@ -7,9 +7,6 @@ own namespaces and the run wipes them afterwards.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,8 @@ import pytest
 from ray_operator.bench.operator_process import MetricsSnapshot
 from ray_operator.bench.report import Figure, Machine, Report, Target, percentile
 from ray_operator.localcluster.controlplane import LocalControlPlane
+
+from tests.bench.conftest import run_bench_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 METRICS = ("M1", "M2", "M3", "M4", "M5", "M6")
@@ -54,28 +53,13 @@ def smoke_run(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     """One tiny benchmark run against the suite's control plane, as JSON."""
-    work_dir = tmp_path_factory.mktemp("bench")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ray_operator.bench",
-            "--kubeconfig",
-            str(control_plane.kubeconfig),
-            *SMOKE_SIZES,
-            "--work-dir",
-            str(work_dir),
-            "--json",
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
+    return run_bench_json(
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+        *SMOKE_SIZES,
+        work_dir=tmp_path_factory.mktemp("bench"),
         timeout=180,
-        check=False,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
 
 
 def test_every_metric_is_printed_with_a_number(smoke_run: dict[str, Any]) -> None:

@@ -18,6 +18,12 @@ Modules: `config` (sizes), `cli` (flags, control plane, output), `runner` (the o
 test, /proc and /metrics), `watching` (arrival timestamps), `kube` (bulk creates, wiping),
 `manifests` (what gets created), `convergence` (M1, M5/event), `scaling` (M2), `steady` (M3, M4,
 M5 idle), `restart` (M6), `report` (figures, targets, table/JSON/markdown).
+
+`--compare-with CMD` runs another operator ("theirs", e.g. KubeRay's) and ours through the same
+few scenarios, alternating, each on a fresh control plane, measured from outside only:
+`compare` (the runs and scenarios), `external` (any operator from a command line with
+placeholders; /proc of its process tree), `audit` (one client's requests from the API server's
+audit log), `compare_report` (the side-by-side table).
 The test suite runs a small-N smoke version (tests/bench/); figures of a full run are in
 RESULTS.md next to this file.
 """

@@ -6,11 +6,21 @@ With `--kubeconfig` (a shared cluster, e.g. the test suite's) it watches only th
 namespaces, and wipes them at the end. The table (or JSON) goes to stdout, progress to stderr;
 the exit code is 0 whether or not targets are met — a benchmark reports, it does not judge — and
 1 only when the run itself broke off (what was measured until then is printed all the same).
+
+`--compare-with CMD` runs a side-by-side comparison instead: a few scenarios for the operator
+CMD starts ("theirs", e.g. KubeRay's manager) and for ours, alternating, each run on a fresh
+embedded control plane, measured from outside only (compare.py). CMD is split into shell words;
+the harness fills in these placeholders:
+{placeholders}
+
+For KubeRay's manager built from its source (ray-operator/, `go build -o /tmp/kuberay-operator .`):
+  --compare-with '{kuberay}'
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import tempfile
@@ -18,10 +28,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Protocol
 
 import uvloop
 
+from ray_operator.bench.compare import CompareConfig, run_comparison
+from ray_operator.bench.compare_report import Comparison
 from ray_operator.bench.config import BenchConfig
+from ray_operator.bench.external import (
+    KUBERAY_EXAMPLE,
+    PLACEHOLDERS,
+    OperatorCommand,
+    ours_command_line,
+)
 from ray_operator.bench.report import Machine, Report
 from ray_operator.bench.runner import run_benchmark
 from ray_operator.bench.session import BenchSession
@@ -29,17 +48,24 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 
 FULL_IDLE_SECONDS = 600.0
+COMPARE_IDLE_SECONDS = 120.0
+LARGE_TRIALS = 10
+COMPARE_SCALE_TRIALS = 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    comparing = args.compare_with is not None
     try:
-        config = _config(args)
+        config = _config(args, comparing=comparing)
+        compare = _compare_config(args, config) if comparing else None
     except ValueError as error:
         parser.error(str(error))
     work_dir: Path = args.work_dir or Path(tempfile.mkdtemp(prefix="ray-operator-bench-"))
     work_dir.mkdir(parents=True, exist_ok=True)
+    if compare is not None:
+        return _compare(compare, args, work_dir=work_dir)
     report = Report(
         Machine.current(kube_apiserver=_kubernetes_version()),
         settings=_settings(config),
@@ -61,10 +87,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         report.seconds = time.monotonic() - started
         print(f"operator logs in {work_dir}", file=sys.stderr)
-    if args.markdown:
-        args.markdown.write_text(report.markdown())
-    print(report.to_json() if args.json else report.table())
+    _print_result(report, args)
     return exit_code
+
+
+class _Result(Protocol):
+    def table(self) -> str: ...
+    def markdown(self) -> str: ...
+    def to_json(self) -> str: ...
+
+
+def _print_result(result: _Result, args: argparse.Namespace) -> None:
+    """The table (or JSON) to stdout, and the markdown to its file if asked for."""
+    if args.markdown:
+        args.markdown.write_text(result.markdown())
+    print(result.to_json() if args.json else result.table())
 
 
 def _run_with_control_plane(
@@ -108,6 +145,35 @@ def _run_with_control_plane(
             shutil.rmtree(control_plane.directory, ignore_errors=True)
 
 
+def _compare(compare: CompareConfig, args: argparse.Namespace, *, work_dir: Path) -> int:
+    """Run the side-by-side comparison and print its table (or JSON)."""
+    settings = {
+        "theirs": shlex.join(compare.theirs.words),
+        "ours": shlex.join(compare.ours.words),
+        "clusters": compare.bench.largest,
+        "trials": compare.trials,
+        "scale_step": compare.scale_step,
+        "scale_trials": compare.scale_trials,
+        "idle_seconds": compare.bench.idle_seconds,
+        "quiet_seconds": compare.bench.quiet_seconds,
+        "concurrency": compare.bench.concurrency,
+    }
+    comparison = Comparison(
+        Machine.current(kube_apiserver=_kubernetes_version()),
+        settings=settings,
+        trials=compare.trials,
+    )
+    comparison.notes += args.note
+    started = time.monotonic()
+    try:
+        broken = run_comparison(compare, work_dir=work_dir, comparison=comparison)
+    finally:
+        comparison.seconds = time.monotonic() - started
+        print(f"operator logs in {work_dir}", file=sys.stderr)
+    _print_result(comparison, args)
+    return 1 if broken else 0
+
+
 async def _run(
     config: BenchConfig,
     *,
@@ -136,9 +202,10 @@ async def _run(
 
 def _parser() -> argparse.ArgumentParser:
     defaults = BenchConfig()
+    placeholders = "\n".join(f"  {{{name}}}  {meaning}" for name, meaning in PLACEHOLDERS.items())
     parser = argparse.ArgumentParser(
         prog="python -m ray_operator.bench",
-        description=__doc__,
+        description=(__doc__ or "").format(placeholders=placeholders, kuberay=KUBERAY_EXAMPLE),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
@@ -167,8 +234,8 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--large-trials",
         type=int,
-        default=defaults.large_trials,
-        help="M2 trials of each step above 1 (default: %(default)s)",
+        help=f"M2 trials of each step above 1 (default: {LARGE_TRIALS}; "
+        f"{COMPARE_SCALE_TRIALS} with --compare-with, of the largest step)",
     )
     add(
         "--trial-gap",
@@ -197,8 +264,8 @@ def _parser() -> argparse.ArgumentParser:
     add(
         "--idle-seconds",
         type=float,
-        default=defaults.idle_seconds,
-        help="M3/M5 idle period (default: %(default)s)",
+        help=f"M3/M5 idle period (default: {FULL_IDLE_SECONDS:.0f}; "
+        f"{COMPARE_IDLE_SECONDS:.0f} with --compare-with)",
     )
     add(
         "--unrelated-pods",
@@ -242,6 +309,29 @@ def _parser() -> argparse.ArgumentParser:
         help="the operator watches all namespaces or only the run's (default: all with the "
         "embedded control plane, namespaces with --kubeconfig)",
     )
+    add(
+        "--compare-with",
+        metavar="CMD",
+        help="compare the operator CMD starts with ours, side by side (placeholders above)",
+    )
+    add(
+        "--compare-trials",
+        type=int,
+        default=2,
+        help="with --compare-with: runs of each operator, alternating (default: %(default)s)",
+    )
+    add(
+        "--compare-ours",
+        metavar="CMD",
+        default=ours_command_line(),
+        help="with --compare-with: how ours is started (default: %(default)s)",
+    )
+    add(
+        "--probe-path",
+        default="/readyz",
+        help="with --compare-with: the readiness path polled on {probe_port} "
+        "(default: %(default)s)",
+    )
     add("--work-dir", type=Path, help="logs (and the embedded control plane); default: a temp dir")
     add("--json", action="store_true", help="print JSON instead of the table")
     add("--markdown", type=Path, help="also write the figures as a markdown table to this file")
@@ -249,24 +339,37 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _config(args: argparse.Namespace) -> BenchConfig:
+def _config(args: argparse.Namespace, *, comparing: bool) -> BenchConfig:
+    idle_seconds = COMPARE_IDLE_SECONDS if comparing else FULL_IDLE_SECONDS
     return BenchConfig(
         clusters=args.clusters,
         concurrency=args.concurrency,
         trials=args.trials,
         trial_gap=args.trial_gap,
         scale_steps=args.scale_steps,
-        large_trials=args.large_trials,
+        large_trials=LARGE_TRIALS if args.large_trials is None else args.large_trials,
         fairness_replicas=args.fairness_replicas,
         fairness_trials=args.fairness_trials,
         workers=args.workers,
-        idle_seconds=args.idle_seconds,
+        idle_seconds=idle_seconds if args.idle_seconds is None else args.idle_seconds,
         unrelated_pods=args.unrelated_pods,
         quiet_seconds=args.quiet_seconds,
         settle_timeout=args.timeout,
         leader_elect=args.leader_elect,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         operator_log_level=args.operator_log_level,
+    )
+
+
+def _compare_config(args: argparse.Namespace, config: BenchConfig) -> CompareConfig:
+    return CompareConfig(
+        theirs=OperatorCommand.parse(args.compare_with),
+        ours=OperatorCommand.parse(args.compare_ours),
+        bench=config,
+        trials=args.compare_trials,
+        scale_step=max(config.scale_steps),
+        scale_trials=COMPARE_SCALE_TRIALS if args.large_trials is None else args.large_trials,
+        ready_path=args.probe_path,
     )
 
 

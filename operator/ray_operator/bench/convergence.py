@@ -21,6 +21,7 @@ from ray_operator.bench.operator_process import OperatorProcess
 from ray_operator.bench.report import Figure, Target
 from ray_operator.bench.session import API_REQUESTS, WATCH_EVENTS, BenchSession, describe_activity
 from ray_operator.bench.watching import ANY_CLUSTER, ArrivalWatch
+from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.kinds import OWNED_SELECTOR, POD, RAY_CLUSTER, SERVICE
 
 WORKERS_PER_CLUSTER = 3
@@ -43,6 +44,18 @@ class ClusterSet:
     def __post_init__(self) -> None:
         for name in self.initial:
             self.replicas.setdefault(name, WORKERS_PER_CLUSTER)
+
+    @classmethod
+    async def watch(
+        cls, client: KubeClient, namespace: str, count: int, *, label_selector: str = OWNED_SELECTOR
+    ) -> ClusterSet:
+        """Start watching the Pods and Services (selected by `label_selector`) of the `count`
+        clusters of `cluster_names` about to be created in `namespace`."""
+        pods = ArrivalWatch(client, POD, namespace=namespace, label_selector=label_selector)
+        services = ArrivalWatch(client, SERVICE, namespace=namespace, label_selector=label_selector)
+        await pods.start()
+        await services.start()
+        return cls(namespace, cluster_names(count), pods, services)
 
     def add(self, name: str, workers: int) -> None:
         """Record a cluster the harness created later."""
@@ -92,13 +105,8 @@ async def measure_convergence(
     """M1 for `count` clusters (and M5's CPU per watch event); the converged `ClusterSet`."""
     namespace = session.names.clusters(count)
     timeout = session.config.settle_timeout
-    pods = ArrivalWatch(session.client, POD, namespace=namespace, label_selector=OWNED_SELECTOR)
-    services = ArrivalWatch(
-        session.client, SERVICE, namespace=namespace, label_selector=OWNED_SELECTOR
-    )
-    await pods.start()
-    await services.start()
-    clusters = ClusterSet(namespace, cluster_names(count), pods, services)
+    clusters = await ClusterSet.watch(session.client, namespace, count)
+    pods, services = clusters.pods, clusters.services
     before = await operator.metrics()
     cpu_before = operator.sample()
     scrapes_before = operator.scrapes

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kubernetes_asyncio import client as kube_client
@@ -25,13 +26,29 @@ async def create_all(
     client: KubeClient, objects: Iterable[tuple[Kind, Mapping[str, Any]]], *, concurrency: int
 ) -> float:
     """Create every (kind, body) with at most `concurrency` requests in flight; the seconds."""
-    queue = list(objects)
+    return await _run_bounded(
+        [partial(client.create, kind, body) for kind, body in objects], concurrency=concurrency
+    )
+
+
+async def delete_all(
+    client: KubeClient, kind: Kind, names: Iterable[str], *, namespace: str, concurrency: int
+) -> float:
+    """Delete the named objects with at most `concurrency` requests in flight; the seconds."""
+    return await _run_bounded(
+        [partial(client.delete, kind, name, namespace=namespace) for name in names],
+        concurrency=concurrency,
+    )
+
+
+async def _run_bounded(calls: list[Callable[[], Awaitable[object]]], *, concurrency: int) -> float:
+    """Await every call, in the given order, `concurrency` at a time at most; the seconds."""
+    queue = list(calls)
     queue.reverse()  # pop() from the end keeps the given order
 
     async def worker() -> None:
         while queue:
-            kind, body = queue.pop()
-            await client.create(kind, body)
+            await queue.pop()()
 
     started = time.monotonic()
     async with asyncio.TaskGroup() as group:

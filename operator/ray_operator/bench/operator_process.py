@@ -120,55 +120,27 @@ def free_port() -> int:
         return port
 
 
-class OperatorProcess:
-    """One `ray-operator run` process with its probes and metrics on a loopback port."""
+class ProbedProcess:
+    """A command in a process of its own, its output in a log file, with an HTTP readiness probe
+    on a loopback port; the base of every operator process the benchmark starts."""
 
     def __init__(
         self,
-        kubeconfig: Path,
+        command: Sequence[str],
         *,
-        namespaces: Sequence[str],
-        lease_namespace: str,
-        lease_name: str,
-        identity: str,
+        probe_port: int,
         log_path: Path,
-        config: BenchConfig,
+        ready_path: str = "/readyz",
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        self.command = list(command)
+        self.port = probe_port
         self.log_path = log_path
-        self.identity = identity
-        self.port = free_port()
-        address = f"127.0.0.1:{self.port}"
-        self.command = [
-            sys.executable,
-            "-m",
-            "ray_operator.cli",
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--leader-elect" if config.leader_elect else "--no-leader-elect",
-            "--lease-namespace",
-            lease_namespace,
-            "--lease-name",
-            lease_name,
-            "--identity",
-            identity,
-            "--health-addr",
-            address,
-            "--metrics-addr",
-            address,
-            "--webhook-port",
-            str(free_port()),
-            "--log-level",
-            config.operator_log_level,
-            *(arg for namespace in namespaces for arg in ("--namespace", namespace)),
-        ]
-        if config.max_concurrent_reconciles is not None:
-            self.command += ["--max-concurrent-reconciles", str(config.max_concurrent_reconciles)]
+        self.ready_path = ready_path
+        self.env = env
         self.started_at = 0.0
         self.ready_after: float | None = None
-        self.scrapes = 0
-        """How many times /metrics was scraped (each scrape costs the operator CPU)."""
-        """Seconds from the spawn to the first /readyz 200, once seen."""
+        """Seconds from the spawn to the first 200 of `ready_path`, once seen."""
         self._process: asyncio.subprocess.Process | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -188,17 +160,18 @@ class OperatorProcess:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
+                env=None if self.env is None else {**os.environ, **self.env},
             )
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SECONDS)
         )
 
     async def wait_ready(self, *, within: float, interval: float = 0.02) -> float:
-        """Poll /readyz until 200 (caches synced); seconds since the process was spawned."""
+        """Poll the readiness probe until 200; seconds since the process was spawned."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             self._check_alive()
-            if await self.get_status("/readyz") == 200:
+            if await self.get_status(self.ready_path) == 200:
                 self.ready_after = time.monotonic() - self.started_at
                 return self.ready_after
             await asyncio.sleep(interval)
@@ -213,28 +186,14 @@ class OperatorProcess:
         except (aiohttp.ClientError, TimeoutError):
             return 0
 
-    async def metrics(self) -> MetricsSnapshot:
-        """Scrape /metrics once."""
-        self._check_alive()
-        self.scrapes += 1
-        async with self._require_session().get(self._url("/metrics")) as response:
-            response.raise_for_status()
-            return MetricsSnapshot.parse(await response.text())
-
-    async def scrape_cost(self, *, scrapes: int = 5) -> float:
-        """CPU seconds one /metrics scrape costs the operator now (it grows with the clusters)."""
-        start = self.sample()
-        for _ in range(scrapes):
-            await self.metrics()
-        return (self.sample().cpu_seconds - start.cpu_seconds) / scrapes
-
     def sample(self) -> ProcessSample:
         """RSS and CPU time of the operator process now."""
         self._check_alive()
         return read_process(self.pid)
 
     async def stop(self) -> None:
-        """SIGTERM (the operator releases its lease and exits 0), SIGKILL after a timeout."""
+        """SIGTERM (an operator releases its lease, if it does, and exits), SIGKILL after a
+        timeout."""
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -261,3 +220,66 @@ class OperatorProcess:
 
     def _url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+
+class OperatorProcess(ProbedProcess):
+    """One `ray-operator run` process with its probes and metrics on a loopback port."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        *,
+        namespaces: Sequence[str],
+        lease_namespace: str,
+        lease_name: str,
+        identity: str,
+        log_path: Path,
+        config: BenchConfig,
+    ) -> None:
+        self.identity = identity
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        command = [
+            sys.executable,
+            "-m",
+            "ray_operator.cli",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--leader-elect" if config.leader_elect else "--no-leader-elect",
+            "--lease-namespace",
+            lease_namespace,
+            "--lease-name",
+            lease_name,
+            "--identity",
+            identity,
+            "--health-addr",
+            address,
+            "--metrics-addr",
+            address,
+            "--webhook-port",
+            str(free_port()),
+            "--log-level",
+            config.operator_log_level,
+            *(arg for namespace in namespaces for arg in ("--namespace", namespace)),
+        ]
+        if config.max_concurrent_reconciles is not None:
+            command += ["--max-concurrent-reconciles", str(config.max_concurrent_reconciles)]
+        super().__init__(command, probe_port=port, log_path=log_path)
+        self.scrapes = 0
+        """How many times /metrics was scraped (each scrape costs the operator CPU)."""
+
+    async def metrics(self) -> MetricsSnapshot:
+        """Scrape /metrics once."""
+        self._check_alive()
+        self.scrapes += 1
+        async with self._require_session().get(self._url("/metrics")) as response:
+            response.raise_for_status()
+            return MetricsSnapshot.parse(await response.text())
+
+    async def scrape_cost(self, *, scrapes: int = 5) -> float:
+        """CPU seconds one /metrics scrape costs the operator now (it grows with the clusters)."""
+        start = self.sample()
+        for _ in range(scrapes):
+            await self.metrics()
+        return (self.sample().cpu_seconds - start.cpu_seconds) / scrapes

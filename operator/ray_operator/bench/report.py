@@ -122,12 +122,7 @@ class Report:
             (f.metric, f.name, f.measured_text(), str(f.target or ""), f.met_text())
             for f in self.by_metric()
         ]
-        widths = [max(len(row[i]) for row in rows) for i in range(5)]
-        lines = [
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in rows
-        ]
-        lines.insert(1, "  ".join("-" * width for width in widths))
+        lines = aligned_table(rows)
         footer = [
             f"machine: {self.machine.describe()}",
             f"run: {self.seconds:.0f} s; "
@@ -170,27 +165,53 @@ class Report:
 
     def to_json(self) -> str:
         """Everything, machine-readable."""
-        return json.dumps(
+        figures = [
             {
-                "machine": asdict(self.machine),
-                "settings": self.settings,
-                "seconds": round(self.seconds, 1),
-                "notes": self.notes,
-                "figures": [
-                    {
-                        "metric": f.metric,
-                        "name": f.name,
-                        "value": f.value,
-                        "unit": f.unit,
-                        "target": str(f.target) if f.target else None,
-                        "met": f.met,
-                        "note": f.note,
-                    }
-                    for f in self.figures
-                ],
-            },
-            indent=2,
+                "metric": f.metric,
+                "name": f.name,
+                "value": f.value,
+                "unit": f.unit,
+                "target": str(f.target) if f.target else None,
+                "met": f.met,
+                "note": f.note,
+            }
+            for f in self.figures
+        ]
+        return json_document(
+            self.machine, self.settings, seconds=self.seconds, notes=self.notes, figures=figures
         )
+
+
+def aligned_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as lines of left-aligned columns, a rule of dashes under the first (the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
+
+
+def json_document(
+    machine: Machine,
+    settings: dict[str, Any],
+    *,
+    seconds: float,
+    notes: list[str],
+    figures: list[dict[str, Any]],
+) -> str:
+    """A run's figures with the machine, settings, duration and notes, as indented JSON."""
+    return json.dumps(
+        {
+            "machine": asdict(machine),
+            "settings": settings,
+            "seconds": round(seconds, 1),
+            "notes": notes,
+            "figures": figures,
+        },
+        indent=2,
+    )
 
 
 def format_number(value: float) -> str:

@@ -11,6 +11,11 @@ prove the operator cleans up after itself where no garbage collector runs (DESIG
 A control plane lives in a directory holding its certificates, kubeconfig, logs and a
 ``state.json`` with process ids and ports, so a later ``stop`` or ``status`` (another
 process) finds it again.
+
+``audit_users`` turns on kube-apiserver's audit log (JSON lines, level Metadata, one line per
+completed request) for the requests of those users: the only record of who sent what, since
+``apiserver_request_total`` has no user label. A benchmark gives the operator under test its own
+client certificate (``write_client_kubeconfig``) and counts its requests there.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +120,8 @@ class LocalControlPlane:
     ``controller_manager=False`` starts no kube-controller-manager: no garbage collector, no Job,
     Deployment or namespace controllers. ``ray_job_submitters_run_locally=True`` keeps KWOK from
     completing RayJob submitter Pods, for the local Ray agent runs them and writes their end.
+    ``audit_users`` (None: no audit log) writes the requests of those users (all users when
+    empty) to ``audit_log``.
     """
 
     def __init__(
@@ -123,8 +131,10 @@ class LocalControlPlane:
         *,
         controller_manager: bool = True,
         ray_job_submitters_run_locally: bool = False,
+        audit_users: Sequence[str] | None = None,
     ) -> None:
         self.directory = directory.resolve()
+        self._audit_users = None if audit_users is None else tuple(audit_users)
         self._binaries = binaries
         self._with_controller_manager = controller_manager
         self._submitters_run_locally = ray_job_submitters_run_locally
@@ -163,6 +173,15 @@ class LocalControlPlane:
     def log_file(self, component: str) -> Path:
         return self.directory / "logs" / f"{component}.log"
 
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log (JSON lines), written when ``audit_users`` was given."""
+        return self.directory / "logs" / "audit.jsonl"
+
+    @property
+    def _audit_policy_file(self) -> Path:
+        return self.directory / "audit-policy.yaml"
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -184,6 +203,10 @@ class LocalControlPlane:
         self._ports = _pick_ports()
         self._write_pki()
         self._write_kubeconfig()
+        if self._audit_users is not None:
+            self._audit_policy_file.write_text(
+                yaml.safe_dump(audit_policy(self._audit_users), sort_keys=False)
+            )
         self._launch("etcd", self._etcd_command(binaries))
         self._launch("kube-apiserver", self._apiserver_command(binaries))
         self.wait_until_ready()
@@ -281,6 +304,21 @@ class LocalControlPlane:
         ]
 
     def _apiserver_command(self, binaries: ControlPlaneBinaries) -> list[str]:
+        return self._apiserver_base_command(binaries) + self._audit_flags()
+
+    def _audit_flags(self) -> list[str]:
+        if self._audit_users is None:
+            return []
+        return [
+            f"--audit-policy-file={self._audit_policy_file}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            # Never rotate: a reader follows one file from its first byte.
+            "--audit-log-maxsize=0",
+            "--audit-log-maxbackup=0",
+        ]
+
+    def _apiserver_base_command(self, binaries: ControlPlaneBinaries) -> list[str]:
         pki_dir = self._pki_dir
         ports = self.ports
         return [
@@ -447,6 +485,32 @@ class LocalControlPlane:
             path.write_bytes(content)
             path.chmod(0o600)
 
+    def write_client_kubeconfig(
+        self, path: Path, *, common_name: str, organizations: Sequence[str] = ("system:masters",)
+    ) -> Path:
+        """Issue a client certificate (user `common_name`, groups `organizations`) from this
+        control plane's CA and write a kubeconfig with it to `path`: a second identity, whose
+        requests the API server (and its audit log) tells apart from the admin's."""
+        pki_dir = self._pki_dir
+        ca = pki.KeyPair((pki_dir / "ca.crt").read_bytes(), (pki_dir / "ca.key").read_bytes())
+        client = pki.issue_certificate(
+            ca,
+            common_name,
+            organizations=organizations,
+            valid_for=CERT_VALIDITY,
+            client=True,
+        )
+        kubeconfig = build_kubeconfig(
+            server=self.server,
+            ca_pem=ca.cert_pem,
+            client_cert_pem=client.cert_pem,
+            client_key_pem=client.key_pem,
+            user=common_name,
+        )
+        path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
     def _write_kubeconfig(self) -> None:
         kubeconfig = build_kubeconfig(
             server=self.server,
@@ -530,6 +594,20 @@ def build_kubeconfig(
         ],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         "current-context": "local",
+    }
+
+
+def audit_policy(users: Sequence[str]) -> dict[str, Any]:
+    """An audit Policy: metadata of every completed request of `users` (of all when empty)."""
+    logged: dict[str, Any] = {"level": "Metadata"}
+    if users:
+        logged["users"] = list(users)
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        # One line per request, written when it completes (a watch: when it ends).
+        "omitStages": ["RequestReceived", "ResponseStarted"],
+        "rules": [logged, {"level": "None"}],
     }
 
 
