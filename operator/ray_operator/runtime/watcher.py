@@ -71,6 +71,10 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the BOOKMARK that ends a streaming list's initial events."""
 
 
+class StreamingListCutShortError(TransportError):
+    """A streaming list's stream ended before the BOOKMARK that ends its initial events."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReconnectBackoff:
     """How long a watcher waits before it lists again after failures in a row."""
@@ -201,6 +205,14 @@ class Watcher:
         watched on until it ends. Refused (400/422): paged LISTs from now on."""
         try:
             await self._consume_streaming_list()
+        except StreamingListCutShortError as error:
+            # Seen on restarts right after many deletions: the API server ends the stream before
+            # its end bookmark, again and again while its watch cache catches up. A paged LIST is
+            # read from etcd and does not wait for that cache: this time, list in pages at once
+            # rather than back off and retry the stream (which cost seconds of readiness).
+            logger.info("%s: %s; listing in pages this time", self.name, error)
+            await self._relist()
+            await self._watch()
         except (BadRequest, Invalid) as error:
             if self._resource_version is not None:
                 raise  # refused after the list: a watch failure like any other
@@ -236,7 +248,7 @@ class Watcher:
                 else:
                     self._apply(event)  # an ERROR raises; nothing else comes before the end
         if listed is not None:
-            raise TransportError(f"{self.name}: the streaming list ended before its last object")
+            raise StreamingListCutShortError("the streaming list ended before its end bookmark")
 
     def _apply_list(self, items: list[Object], resource_version: str) -> None:
         """Make the cache equal a complete list (of kept objects), and resume from its version."""
