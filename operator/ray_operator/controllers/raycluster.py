@@ -123,6 +123,7 @@ from ray_operator.runtime.kinds import (
     SERVICE_ACCOUNT,
     Kind,
     ObjectKey,
+    Viewed,
 )
 from ray_operator.status import raycluster as cluster_status
 from ray_operator.status.drift import owner_description, repair_patch
@@ -192,8 +193,6 @@ NAMES_PER_EVENT = 10
 RANDOM_SUFFIX_LENGTH = 5
 
 T = TypeVar("T")
-_Viewed = TypeVar("_Viewed", bound=Mapping[str, Any])
-"""A cached kind's view (`Kind[_Viewed]`), e.g. `Pod`."""
 
 
 @dataclass
@@ -347,7 +346,7 @@ class RayClusterController:
 
     # --- what the cache shows, corrected by our own pending writes -----------------------------
 
-    def observed(self, kind: Kind[_Viewed], key: ObjectKey, cluster: RayCluster) -> list[_Viewed]:
+    def observed(self, kind: Kind[Viewed], key: ObjectKey, cluster: RayCluster) -> list[Viewed]:
         """This cluster's objects of `kind` (owned by its uid), with our creates not yet cached."""
         uid = cluster["metadata"]["uid"]
         cached = [
@@ -356,7 +355,7 @@ class RayClusterController:
             if _owned_by(obj, uid)
         ]
         # Our creates are built objects of the same kind, so of the same view.
-        return cast("list[_Viewed]", self._expectations[kind].observe(key, cached))
+        return cast("list[Viewed]", self._expectations[kind].observe(key, cached))
 
     def observed_pods(self, key: ObjectKey, cluster: RayCluster) -> list[Pod]:
         return self.observed(POD, key, cluster)
@@ -999,7 +998,7 @@ class RayClusterController:
         return cached if cached is not None and _owned_by(cached, uid) else None
 
     async def _create_or_read(
-        self, key: ObjectKey, cluster: RayCluster, kind: Kind, desired: Object
+        self, key: ObjectKey, cluster: RayCluster, kind: Kind[Object], desired: Object
     ) -> Object | None:
         """Create `desired` (None), or read the object that already has its name.
 

@@ -33,7 +33,7 @@ import datetime
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
@@ -52,7 +52,16 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind, ObjectKey
+from ray_operator.runtime.kinds import (
+    JOB,
+    POD,
+    RAY_CLUSTER,
+    RAY_JOB,
+    SERVICE,
+    Kind,
+    ObjectKey,
+    Viewed,
+)
 from ray_operator.status import rayjob as rules
 from ray_operator.status.drift import selector_patch
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
@@ -65,8 +74,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
-_Viewed = TypeVar("_Viewed", bound=Mapping[str, Any])
-"""A cached kind's view (`Kind[_Viewed]`), e.g. `RayCluster`."""
 JSON = dict[str, Any]
 
 FINALIZER = "ray.io/rayjob-finalizer"
@@ -619,7 +626,7 @@ class RayJobController:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _owned(self, kind: Kind[_Viewed], owner: Object, name: str) -> _Viewed | None:
+    def _owned(self, kind: Kind[Viewed], owner: Object, name: str) -> Viewed | None:
         obj = self._store.get(kind, owner["metadata"]["namespace"], name)
         if obj is None:
             return None

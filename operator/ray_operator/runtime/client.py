@@ -29,13 +29,13 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 
 from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.runtime.errors import KubeError, TransportError, error_from_status
-from ray_operator.runtime.kinds import OPERATOR_NAME, Kind
+from ray_operator.runtime.kinds import OPERATOR_NAME, Kind, Viewed
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
-ObjectT = TypeVar("ObjectT")
-"""The view of a kind (`Kind[ObjectT]`): what the API server answers with for it."""
 """An API object as JSON: what the client returns and the cache stores."""
 
 _MUTATING_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
@@ -181,12 +179,12 @@ class KubeClient:
 
     async def get(
         self,
-        kind: Kind[ObjectT],
+        kind: Kind[Viewed],
         name: str,
         *,
         namespace: str | None = None,
         request_timeout: float | None = None,
-    ) -> ObjectT:
+    ) -> Viewed:
         """One object, read from the API server (controllers read the cache instead)."""
         stored = await self._call(
             "get",
@@ -195,7 +193,7 @@ class KubeClient:
             what=_what("get", kind, namespace, name),
             request_timeout=request_timeout,
         )
-        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
+        return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def list(
         self,
@@ -238,12 +236,12 @@ class KubeClient:
 
     async def create(
         self,
-        kind: Kind[ObjectT],
+        kind: Kind[Viewed],
         body: Mapping[str, Any],
         *,
         namespace: str | None = None,
         request_timeout: float | None = None,
-    ) -> ObjectT:
+    ) -> Viewed:
         """Create `body`; its namespace comes from `namespace` or its own metadata."""
         namespace = namespace or body.get("metadata", {}).get("namespace")
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName")
@@ -256,11 +254,11 @@ class KubeClient:
             what=_what("create", kind, namespace, name),
             request_timeout=request_timeout,
         )
-        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
+        return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def replace(
-        self, kind: Kind[ObjectT], body: Mapping[str, Any], *, request_timeout: float | None = None
-    ) -> ObjectT:
+        self, kind: Kind[Viewed], body: Mapping[str, Any], *, request_timeout: float | None = None
+    ) -> Viewed:
         """PUT the whole object; its metadata.resourceVersion makes it a compare-and-swap."""
         metadata = body["metadata"]
         namespace, name = metadata.get("namespace"), metadata["name"]
@@ -273,11 +271,11 @@ class KubeClient:
             what=_what("update", kind, namespace, name),
             request_timeout=request_timeout,
         )
-        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
+        return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def patch(
         self,
-        kind: Kind[ObjectT],
+        kind: Kind[Viewed],
         name: str,
         patch: Any,
         *,
@@ -285,7 +283,7 @@ class KubeClient:
         patch_type: PatchType = PatchType.MERGE,
         subresource: str | None = None,
         request_timeout: float | None = None,
-    ) -> ObjectT:
+    ) -> Viewed:
         """Patch one object (merge by default; strategic or JSON patch on request)."""
         path = kind.path(namespace=namespace, name=name)
         if subresource:
@@ -300,17 +298,17 @@ class KubeClient:
             what=_what("patch", kind, namespace, name),
             request_timeout=request_timeout,
         )
-        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
+        return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def patch_status(
         self,
-        kind: Kind[ObjectT],
+        kind: Kind[Viewed],
         name: str,
         patch: Any,
         *,
         namespace: str | None = None,
         patch_type: PatchType = PatchType.MERGE,
-    ) -> ObjectT:
+    ) -> Viewed:
         """Patch the status subresource (e.g. `{"status": {...}}`)."""
         return await self.patch(
             kind, name, patch, namespace=namespace, patch_type=patch_type, subresource="status"
@@ -318,13 +316,13 @@ class KubeClient:
 
     async def apply(
         self,
-        kind: Kind[ObjectT],
+        kind: Kind[Viewed],
         body: Mapping[str, Any],
         *,
         force: bool = True,
         subresource: str | None = None,
         request_timeout: float | None = None,
-    ) -> ObjectT:
+    ) -> Viewed:
         """Server-side apply `body` (with apiVersion, kind, name) as our field manager."""
         metadata = body["metadata"]
         namespace, name = metadata.get("namespace"), metadata["name"]
@@ -342,7 +340,7 @@ class KubeClient:
             what=_what("apply", kind, namespace, name),
             request_timeout=request_timeout,
         )
-        return cast("ObjectT", stored)  # what the API server stores of `kind`: its view
+        return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def delete(
         self,

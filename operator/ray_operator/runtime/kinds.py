@@ -37,6 +37,10 @@ ObjectT = TypeVar("ObjectT", covariant=True, default=Any)
 """What a kind's objects are to mypy: its TypedDict view (`ray_io.v1_views`) where one is
 generated, else a plain JSON dict."""
 
+Viewed = TypeVar("Viewed", bound=Mapping[str, Any])
+"""The view of the kind a function is given (`Kind[Viewed]`) and hands objects of back: the
+store's reads, the API client's answers, a controller's lookups of its dependents."""
+
 OPERATOR_NAME = CREATED_BY
 """This operator's value for `app.kubernetes.io/created-by` (KubeRay uses `kuberay-operator`)."""
 

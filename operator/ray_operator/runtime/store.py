@@ -30,15 +30,13 @@ import builtins
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 
 from ray_operator.labels import CLUSTER_LABEL
-from ray_operator.runtime.kinds import Kind
+from ray_operator.runtime.kinds import Kind, Viewed
 from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector, interned
 
 Object = dict[str, Any]
-ObjectT = TypeVar("ObjectT")
-"""A kind's view (`Kind[ObjectT]`): what its cached objects are to mypy."""
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -46,21 +44,21 @@ LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 class StoreView(Protocol):
     """The read-only face of the cache that controllers get."""
 
-    def get(self, kind: Kind[ObjectT], namespace: str, name: str) -> ObjectT | None:
+    def get(self, kind: Kind[Viewed], namespace: str, name: str) -> Viewed | None:
         """The cached object, or None when the cache has not seen it (or saw it deleted)."""
         ...
 
-    def list(self, kind: Kind[ObjectT], *, namespace: str | None = None) -> builtins.list[ObjectT]:
+    def list(self, kind: Kind[Viewed], *, namespace: str | None = None) -> builtins.list[Viewed]:
         """All cached objects of a kind, optionally in one namespace."""
         ...
 
     def list_for_cluster(
-        self, kind: Kind[ObjectT], namespace: str, cluster: str
-    ) -> builtins.list[ObjectT]:
+        self, kind: Kind[Viewed], namespace: str, cluster: str
+    ) -> builtins.list[Viewed]:
         """Objects of `kind` in `namespace` labelled `ray.io/cluster=<cluster>`."""
         ...
 
-    def list_owned_by(self, kind: Kind[ObjectT], owner_uid: str) -> builtins.list[ObjectT]:
+    def list_owned_by(self, kind: Kind[Viewed], owner_uid: str) -> builtins.list[Viewed]:
         """Objects of `kind` with an ownerReference to `owner_uid`."""
         ...
 
@@ -153,30 +151,28 @@ class Store:
     # The views are the objects themselves: the API server validated them against the schema the
     # views are generated from, and a projection keeps the same paths. Hence the casts, no copy.
 
-    def get(self, kind: Kind[ObjectT], namespace: str, name: str) -> ObjectT | None:
-        return cast("ObjectT | None", self._objects[kind].get((namespace, name)))
+    def get(self, kind: Kind[Viewed], namespace: str, name: str) -> Viewed | None:
+        return cast("Viewed | None", self._objects[kind].get((namespace, name)))
 
-    def list(self, kind: Kind[ObjectT], *, namespace: str | None = None) -> builtins.list[ObjectT]:
+    def list(self, kind: Kind[Viewed], *, namespace: str | None = None) -> builtins.list[Viewed]:
         objects = self._objects[kind]
         if namespace is None:
-            return cast("builtins.list[ObjectT]", list(objects.values()))
+            return cast("builtins.list[Viewed]", list(objects.values()))
         return cast(
-            "builtins.list[ObjectT]", [obj for (ns, _), obj in objects.items() if ns == namespace]
+            "builtins.list[Viewed]", [obj for (ns, _), obj in objects.items() if ns == namespace]
         )
 
     def list_for_cluster(
-        self, kind: Kind[ObjectT], namespace: str, cluster: str
-    ) -> builtins.list[ObjectT]:
+        self, kind: Kind[Viewed], namespace: str, cluster: str
+    ) -> builtins.list[Viewed]:
         objects = self._objects[kind]
         names = self._by_cluster.get((kind, namespace, cluster), ())
-        return cast(
-            "builtins.list[ObjectT]", [objects[(namespace, name)] for name in sorted(names)]
-        )
+        return cast("builtins.list[Viewed]", [objects[(namespace, name)] for name in sorted(names)])
 
-    def list_owned_by(self, kind: Kind[ObjectT], owner_uid: str) -> builtins.list[ObjectT]:
+    def list_owned_by(self, kind: Kind[Viewed], owner_uid: str) -> builtins.list[Viewed]:
         objects = self._objects[kind]
         owned = [objects[key] for key in sorted(self._by_owner.get((kind, owner_uid), ()))]
-        return cast("builtins.list[ObjectT]", owned)
+        return cast("builtins.list[Viewed]", owned)
 
     def synced(self, kind: Kind, namespace: str) -> bool:
         return self.sync.synced(kind, namespace)
