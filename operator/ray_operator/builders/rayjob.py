@@ -97,30 +97,30 @@ def build_cluster_for_job(
     cluster is ready, so in practice always empty, as in KubeRay).
     """
     metadata = rayjob["metadata"]
-    spec = rayjob.get("spec") or {}
+    given = job_cluster_spec(rayjob)
     labels = {
         **(metadata.get("labels") or {}),
         **originated_labels(rayjob),
         JOB_SUBMISSION_MODE_LABEL: submission_mode(rayjob),
     }
     annotations = dict(metadata.get("annotations") or {})
-    cluster_spec: JSON = json_copy(spec.get("rayClusterSpec", {}))
+    cluster_spec: JSON = json_copy(given)
     if submission_mode(rayjob) == SIDECAR_MODE:
         annotations[DISABLE_PROVISIONED_HEAD_RESTART_ANNOTATION] = "true"
         head_group = cluster_spec.setdefault("headGroupSpec", {})
-        pod_spec = head_group.setdefault("template", {}).setdefault("spec", {})
-        pod_spec.setdefault("containers", []).append(
+        head_pod_spec = head_group.setdefault("template", {}).setdefault("spec", {})
+        head_pod_spec.setdefault("containers", []).append(
             build_sidecar_submitter(
                 rayjob,
                 cluster_name=name,
-                cluster_spec=job_cluster_spec(rayjob),
+                cluster_spec=given,
                 submission_id=submission_id,
                 dashboard_address=dashboard_address,
             )
         )
         # No head restart: a restarted Pod would run `ray job submit` a second time (KubeRay
         # retries a SidecarMode job only as a whole, with a new cluster and submission id).
-        pod_spec["restartPolicy"] = "Never"
+        head_pod_spec["restartPolicy"] = "Never"
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
