@@ -84,11 +84,14 @@ def get_path(document: Any, path: str) -> Any:
 
 
 def set_path(document: Any, path: str, value: Any) -> None:
-    """Set (or, with DELETE, remove) the value at `path`, creating objects on the way."""
+    """Set (or, with DELETE, remove; one past a list's end: append) the value at `path`,
+    creating objects on the way."""
     *parents, last = _steps(path)
     for step in parents:
         document = document.setdefault(step, {}) if isinstance(step, str) else document[step]
     if value is DELETE:
         del document[last]
+    elif isinstance(last, int) and last == len(document):
+        document.append(value)
     else:
         document[last] = value
