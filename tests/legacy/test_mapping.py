@@ -368,6 +368,15 @@ MAPPING = [
         {f"{HEAD_CONTAINER}.env": [{"name": "RAY_START_ULIMIT_OPEN_FILES", "value": "1024"}]},
     ),
     row(
+        "spec.headStartRayCommands: ulimit -n in an entry of its own never reached ray start",
+        {"spec.headStartRayCommands": ["ulimit -n 1024", "ray start --head"]},
+        {f"{HEAD_CONTAINER}.env": ABSENT},
+        (
+            "spec.headStartRayCommands[0]: dropped `ulimit -n 1024`: no `ray start` follows it "
+            "in its own shell",
+        ),
+    ),
+    row(
         "spec.headStartRayCommands: other shell commands run before Ray",
         {"spec.headStartRayCommands": ["pip install x; ray start --head", "echo 'a; b'"]},
         {

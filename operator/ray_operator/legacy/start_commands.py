@@ -65,8 +65,7 @@ def read_start_commands(
                 entry_path, f"is not a shell command (unbalanced quotes): {show(entry)}"
             )
             continue
-        for segment in segments:
-            _read_one_command(segment, path=entry_path, node=node, into=result, findings=findings)
+        _read_entry(segments, path=entry_path, node=node, into=result, findings=findings)
     return result
 
 
@@ -97,21 +96,64 @@ def split_shell_commands(text: str) -> list[str] | None:
     return [part.strip() for part in parts if part.strip()]
 
 
-def _read_one_command(
-    command: str, *, path: str, node: NodeKind, into: StartCommands, findings: Findings
+def _read_entry(
+    commands: list[str], *, path: str, node: NodeKind, into: StartCommands, findings: Findings
 ) -> None:
-    try:
-        words = shlex.split(command)
-    except ValueError as error:
-        findings.problem(path, f"is not a shell command ({error}): {show(command)}")
+    """One entry's shell commands. A `ulimit -n` holds for the rest of its own entry only: the
+    legacy autoscaler ran each entry in a shell of its own (updater.py, `do_update`)."""
+    open_files: str | None = None
+    limit_unused = False
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError as error:
+            findings.problem(path, f"is not a shell command ({error}): {show(command)}")
+            continue
+        limit = _open_files_limit(words)
+        if limit is not None:
+            open_files, limit_unused = limit, True
+        elif words[:2] == ["ray", "start"]:
+            _read_ray_start(words[2:], path=path, node=node, into=into, findings=findings)
+            _set_open_files(into, open_files, path=path, findings=findings)
+            limit_unused = False
+        else:
+            _read_other_command(words, command, path=path, into=into, findings=findings)
+    if limit_unused:
+        findings.warn(
+            path,
+            f"dropped `ulimit -n {open_files}`: no `ray start` follows it in its own shell",
+        )
+
+
+def _open_files_limit(words: list[str]) -> str | None:
+    """N of `ulimit -n N`; None for any other command (other limits are not KubeRay's to set,
+    so they run before Ray like any other command)."""
+    is_limit = len(words) == 3 and words[:2] == ["ulimit", "-n"]
+    if is_limit and (words[2].isdigit() or words[2] == "unlimited"):
+        return words[2]
+    return None
+
+
+def _set_open_files(
+    into: StartCommands, open_files: str | None, *, path: str, findings: Findings
+) -> None:
+    if open_files is None:
         return
+    if into.open_files not in (None, open_files):
+        findings.problem(
+            path,
+            f"starts Ray with {open_files} open files, another `ray start` with {into.open_files}",
+        )
+        return
+    into.open_files = open_files
+
+
+def _read_other_command(
+    words: list[str], command: str, *, path: str, into: StartCommands, findings: Findings
+) -> None:
     if words[:2] == ["ray", "stop"]:
         return
-    if words[:2] == ["ray", "start"]:
-        _read_ray_start(words[2:], path=path, node=node, into=into, findings=findings)
-    elif words[:1] == ["ulimit"]:
-        _read_ulimit(words, command, path=path, into=into, findings=findings)
-    elif "ray" in words and "start" in words:
+    if "ray" in words and "start" in words:
         # KubeRay leaves a container alone when its args mention `ray start`: kept as a command
         # to run before Ray, this would stop KubeRay from starting Ray at all.
         findings.problem(
@@ -119,19 +161,6 @@ def _read_one_command(
         )
     else:
         into.other_commands.append(command)
-
-
-def _read_ulimit(
-    words: list[str], command: str, *, path: str, into: StartCommands, findings: Findings
-) -> None:
-    if len(words) != 3 or words[1] != "-n" or not (words[2].isdigit() or words[2] == "unlimited"):
-        # Another limit is not KubeRay's to set: run it before Ray like any other command.
-        into.other_commands.append(command)
-        return
-    if into.open_files not in (None, words[2]):
-        findings.problem(path, f"sets the open-files limit to {words[2]} and {into.open_files}")
-        return
-    into.open_files = words[2]
 
 
 def _read_ray_start(
