@@ -124,6 +124,16 @@ BAD_INPUT = [
         id="wrong types",
     ),
     pytest.param(
+        {"spec.podTypes[1].rayResources": {'a"b': 1, "tab\t": 1, "$ok`too": 1}},
+        [
+            'document 1: spec.podTypes[1].rayResources.a"b: a resource name must be printable '
+            'text without \\ or "',
+            "document 1: spec.podTypes[1].rayResources.tab\t: a resource name must be printable "
+            'text without \\ or "',
+        ],
+        id="resource names KubeRay's resources form cannot carry",
+    ),
+    pytest.param(
         {"spec.headStartRayCommands": ["ray start --head --num-cpus=1", "ray start --num-cpus=2"]},
         [
             'document 1: spec.headStartRayCommands[1]: sets --num-cpus to "2", but '

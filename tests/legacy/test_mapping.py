@@ -195,6 +195,11 @@ MAPPING = [
         },
     ),
     row(
+        "spec.podTypes[].rayResources: characters bash expands are escaped",
+        {"spec.podTypes[1].rayResources": {"$HOME`x`": 1}},
+        {f"{WORKERS}.rayStartParams.resources": '"{\\"\\$HOME\\`x\\`\\": 1}"'},
+    ),
+    row(
         "spec.podTypes[].rayResources of the head type",
         {"spec.podTypes[0].rayResources": {"CPU": 0}},
         {f"{HEAD}.rayStartParams": {"num-cpus": "0"}},

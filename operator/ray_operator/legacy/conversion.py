@@ -33,6 +33,7 @@ from ray_operator.legacy.findings import (
     ConversionProblem,
     ConversionWarning,
     Findings,
+    shorten,
     show,
 )
 from ray_operator.legacy.pod_templates import (
@@ -46,6 +47,7 @@ from ray_operator.legacy.start_commands import (
     add_param,
     read_start_commands,
 )
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import is_label_name, validate_raycluster
 
 __all__ = [
@@ -111,6 +113,8 @@ _MAX_RESOURCE_AMOUNT = 2**53
 # `resources` is written inside double quotes in a bash command; these would be expanded there.
 _SHELL_ESCAPED = str.maketrans({"$": "\\$", "`": "\\`", '"': '\\"'})
 _PORT_RANGE = range(1, 65536)
+# The API server's limit on a request body: a larger RayCluster could not be created anyway.
+MAX_CONVERTED_BYTES = 3 * 2**20
 
 
 class LegacyConversionError(ValueError):
@@ -161,12 +165,15 @@ def is_legacy_cluster(document: object) -> bool:
     )
 
 
-def convert_legacy_cluster(legacy: Mapping[str, Any]) -> Conversion:
-    """The ray.io/v1 RayCluster for `legacy`; raises LegacyConversionError with every problem."""
+def convert_legacy_cluster(
+    legacy: Mapping[str, Any], *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> Conversion:
+    """The ray.io/v1 RayCluster for `legacy`; raises LegacyConversionError with every problem.
+    `limits`: the operator's, which the result must also keep to."""
     findings = Findings()
     cluster = _convert(legacy, findings)
     if cluster is not None and not findings.problems:
-        for error in validate_raycluster(cluster):
+        for error in validate_raycluster(cluster, limits=limits):
             findings.problem("(converted RayCluster)", f"ray-operator would refuse it: {error}")
     if cluster is None or findings.problems:
         raise LegacyConversionError(findings.problems)
@@ -361,19 +368,33 @@ def _resource_params(item: Mapping[str, Any], *, path: str, findings: Findings) 
     params: dict[str, str] = {}
     custom: dict[str, int] = {}
     for name in sorted(resources, key=str):
-        amount = _resource_amount(resources[name], path=f"{path}.{name}", findings=findings)
+        amount = _resource_amount(
+            resources[name], path=f"{path}.{shorten(str(name))}", findings=findings
+        )
         if amount is None:
             continue
         if name in _RESOURCE_FLAGS:
             params[_RESOURCE_FLAGS[name]] = str(amount)
-        elif not isinstance(name, str) or not name or "\\" in name or '"' in name:
-            findings.problem(f"{path}.{name}", 'a resource name must be a string without \\ or "')
+        elif not _is_writable_resource_name(name):
+            findings.problem(
+                f"{path}.{shorten(str(name))}",
+                'a resource name must be printable text without \\ or "',
+            )
         else:
             custom[name] = amount
     if custom:
         text = json.dumps(custom, ensure_ascii=False, sort_keys=True)
         params["resources"] = '"' + text.translate(_SHELL_ESCAPED) + '"'
     return params
+
+
+def _is_writable_resource_name(name: object) -> bool:
+    """Whether `name` survives KubeRay's form of `resources`: Ray's autoscaler reads it back by
+    removing every backslash, so JSON escapes (of quotes, backslashes, control characters) must
+    not be needed."""
+    if not isinstance(name, str) or not name:
+        return False
+    return name.isprintable() and "\\" not in name and '"' not in name
 
 
 def _resource_amount(value: Any, *, path: str, findings: Findings) -> int | None:
@@ -518,18 +539,38 @@ def _worker_groups(
 ) -> list[dict[str, Any]]:
     """A worker group per worker pod type, in list order; the head type too when the legacy
     autoscaler could start workers of it."""
-    groups = []
-    for pod_type in pod_types:
-        if pod_type is head:
-            if pod_type.max_workers == 0:
-                continue
-            findings.warn(
-                f"{pod_type.path}.maxWorkers",
-                f"the legacy autoscaler could also start workers of the head type: worker group "
-                f"{show(pod_type.name)} made from it",
-            )
-        groups.append(_worker_group(pod_type, commands=commands, findings=findings))
-    return groups
+    worker_types = [t for t in pod_types if t is not head or t.max_workers > 0]
+    if head in worker_types:
+        findings.warn(
+            f"{head.path}.maxWorkers",
+            f"the legacy autoscaler could also start workers of the head type: worker group "
+            f"{show(head.name)} made from it",
+        )
+    copied = _copied_worker_commands_size(worker_types, commands)
+    if copied > MAX_CONVERTED_BYTES:
+        # The cluster-wide worker commands are written into every group: without this bound a
+        # 1.5 MB legacy object could ask for gigabytes.
+        findings.problem(
+            "spec.workerStartRayCommands",
+            f"with the worker setup commands, copied into each of {len(worker_types)} worker "
+            f"groups, they would make a RayCluster of more than {MAX_CONVERTED_BYTES} bytes",
+        )
+        return []
+    return [_worker_group(t, commands=commands, findings=findings) for t in worker_types]
+
+
+def _copied_worker_commands_size(worker_types: list[_PodType], commands: _ClusterCommands) -> int:
+    """About how many bytes of commands and flags the worker groups get from cluster-wide
+    fields (each group its own copy)."""
+    start = commands.worker_start
+    shared = sum(len(c) + 4 for c in start.other_commands)
+    shared += sum(len(k) + len(v) + 8 for k, v in start.params.items())
+    cluster_setup = sum(len(c) + 4 for c in commands.worker_setup)
+    return sum(
+        shared
+        + (cluster_setup if t.setup_commands is None else sum(len(c) + 4 for c in t.setup_commands))
+        for t in worker_types
+    )
 
 
 def _worker_group(

@@ -68,8 +68,7 @@ class ConvertedDocuments:
 def run_convert(source: str, *, output: str, stdout: IO[str], stderr: IO[str]) -> int:
     """Convert `source` (a path, or `-` for stdin) and write the result; the exit code."""
     try:
-        text = _read_input(source)
-        documents = load_documents(text)
+        documents = load_documents(_read_input(source), name=source)
     except InputError as error:
         print(f"ray-operator convert: {error}", file=stderr)
         return USAGE_ERROR
@@ -78,7 +77,12 @@ def run_convert(source: str, *, output: str, stdout: IO[str], stderr: IO[str]) -
         print(line, file=stderr)
     if converted.problems:
         return USAGE_ERROR
-    stdout.write(render(converted.documents, output=output))
+    try:
+        text = render(converted.documents, output=output)
+    except ValueError as error:
+        print(f"ray-operator convert: cannot write {output}: {error}", file=stderr)
+        return USAGE_ERROR
+    stdout.write(text)
     return 0
 
 
@@ -99,8 +103,9 @@ def _read_input(source: str) -> str:
         raise InputError(f"{source} is not UTF-8 text") from None
 
 
-def load_documents(text: str) -> list[Any]:
-    """The non-empty YAML documents of `text`; InputError when it is not bounded YAML."""
+def load_documents(text: str, *, name: str = "-") -> list[Any]:
+    """The non-empty YAML documents of `text` (read from `name`); InputError when it is not
+    bounded YAML."""
     try:
         return [
             document
@@ -108,9 +113,13 @@ def load_documents(text: str) -> list[Any]:
             if document is not None
         ]
     except yaml.YAMLError as error:
-        raise InputError(f"not YAML: {_first_line(error)}") from None
+        message = _first_line(error).replace('"<unicode string>"', name)
+        raise InputError(f"not YAML: {message}") from None
+    except ValueError as error:
+        # Python refuses integers of more than 4300 digits (CVE-2020-10735), PyYAML passes it on.
+        raise InputError(f"not YAML this command reads: {_first_line(error)}") from None
     except RecursionError:
-        raise InputError("not YAML this operator reads: nested too deeply") from None
+        raise InputError("not YAML this command reads: nested too deeply") from None
 
 
 def convert_documents(documents: list[Any]) -> ConvertedDocuments:
@@ -136,7 +145,9 @@ def render(documents: list[Any], *, output: str) -> str:
     if output == "json":
         single = len(documents) == 1
         body = documents[0] if single else {"apiVersion": "v1", "kind": "List", "items": documents}
-        return json.dumps(body, indent=4, ensure_ascii=False, default=_json_scalar) + "\n"
+        # allow_nan=False: YAML's .inf and .nan have no JSON form.
+        text = json.dumps(body, indent=4, ensure_ascii=False, allow_nan=False, default=_json_scalar)
+        return text + "\n"
     if not documents:
         return ""
     return yaml.dump_all(
@@ -202,5 +213,5 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _first_line(error: yaml.YAMLError) -> str:
+def _first_line(error: Exception) -> str:
     return " ".join(str(error).split())[:300]

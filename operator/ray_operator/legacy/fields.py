@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ray_operator.legacy.findings import Findings, show
+from ray_operator.legacy.findings import Findings, shorten, show
 
 # ray.io/v1's replica counts and idleTimeoutSeconds are int32 (our CRD refuses more).
 MAX_INT32 = 2**31 - 1
@@ -116,4 +116,6 @@ def warn_unknown_fields(
     it; a file may still carry it)."""
     for key in container:
         if key not in known:
-            findings.warn(f"{path}.{key}", "dropped: not a field of the legacy RayCluster")
+            findings.warn(
+                f"{path}.{shorten(str(key))}", "dropped: not a field of the legacy RayCluster"
+            )

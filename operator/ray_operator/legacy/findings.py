@@ -58,6 +58,11 @@ def show(value: Any) -> str:
     else:
         # Never the full content of a list or an object: only what it is.
         text = f"a {type(value).__name__}" if not isinstance(value, dict) else "an object"
+    return shorten(text)
+
+
+def shorten(text: str) -> str:
+    """`text` cut short for a message when long."""
     if len(text) > _SHOWN_VALUE_LENGTH:
         return text[:_SHOWN_VALUE_LENGTH] + "…"
     return text

@@ -113,6 +113,10 @@ def change_ray_container(
     """Apply `changes` to the template's first container: no keep-alive command, the commands to
     run before Ray as args, the open-files limit and the ports."""
     container = template["spec"]["containers"][0]
+    for key in ("command", "args", "env", "ports"):
+        if not isinstance(container.get(key, []), list):
+            findings.problem(f"{path}.{key}", f"must be a list, got {show(container[key])}")
+            return
     if is_keep_alive(container.get("command"), container.get("args")):
         container.pop("command", None)
         container.pop("args", None)
@@ -120,8 +124,8 @@ def change_ray_container(
         _run_before_ray(container, changes.commands_before_ray)
     if changes.open_files is not None:
         _set_open_files(container, changes.open_files, path=path, findings=findings)
-    for port in changes.ports:
-        _add_port(container, port, path=path, findings=findings)
+    if changes.ports:
+        _add_ports(container, changes.ports, path=path, findings=findings)
 
 
 def is_keep_alive(command: Any, args: Any) -> bool:
@@ -181,23 +185,31 @@ def _set_open_files(
     env.append({"name": names.ENV_RAY_START_ULIMIT_OPEN_FILES, "value": open_files})
 
 
-def _add_port(
-    container: dict[str, Any], port: Mapping[str, Any], *, path: str, findings: Findings
+def _add_ports(
+    container: dict[str, Any], ports: Sequence[Mapping[str, Any]], *, path: str, findings: Findings
 ) -> None:
-    ports = container.setdefault("ports", [])
-    for existing in ports:
-        if not isinstance(existing, dict):
-            continue
-        if existing.get("name") == port["name"]:
-            if existing.get("containerPort") != port["containerPort"]:
+    """Each port by its name; a port the container has unnamed gets the name. One pass over the
+    container's ports and one over `ports`."""
+    existing_ports = container.setdefault("ports", [])
+    by_name = {p.get("name"): p for p in existing_ports if isinstance(p, dict) and "name" in p}
+    unnamed = {
+        p.get("containerPort"): p for p in existing_ports if isinstance(p, dict) and "name" not in p
+    }
+    for port in ports:
+        name, number = port["name"], port["containerPort"]
+        known = by_name.get(name)
+        if known is not None:
+            if known.get("containerPort") != number:
                 findings.problem(
                     path,
-                    f"port name {show(port['name'])} is already the container's port "
-                    f"{show(existing.get('containerPort'))}",
+                    f"port name {show(name)} is already the container's port "
+                    f"{show(known.get('containerPort'))}",
                 )
-            return
-        if existing.get("containerPort") == port["containerPort"] and "name" not in existing:
-            # Named, the container port becomes a port of KubeRay's head Service.
-            existing["name"] = port["name"]
-            return
-    ports.append(dict(port))
+            continue
+        # Named, the container port becomes a port of KubeRay's head Service.
+        added = unnamed.pop(number, None)
+        if added is None:
+            added = {"name": name, "containerPort": number}
+            existing_ports.append(added)
+        added["name"] = name
+        by_name[name] = added

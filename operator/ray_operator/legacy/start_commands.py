@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ray_operator.legacy.findings import Findings, show
+from ray_operator.legacy.findings import Findings, shorten, show
 
 NodeKind = Literal["head", "worker"]
 
@@ -129,7 +129,8 @@ def _open_files_limit(words: list[str]) -> str | None:
     """N of `ulimit -n N`; None for any other command (other limits are not KubeRay's to set,
     so they run before Ray like any other command)."""
     is_limit = len(words) == 3 and words[:2] == ["ulimit", "-n"]
-    if is_limit and (words[2].isdigit() or words[2] == "unlimited"):
+    # Ten digits are more than any kernel allows; longer is no limit KubeRay's variable can take.
+    if is_limit and ((words[2].isdigit() and len(words[2]) <= 10) or words[2] == "unlimited"):
         return words[2]
     return None
 
@@ -173,7 +174,8 @@ def _read_ray_start(
         elif "$" in value:
             findings.warn(
                 path,
-                f"dropped `--{flag}={value}`: it reads a shell variable of the legacy operator",
+                f"dropped `--{shorten(f'{flag}={value}')}`: it reads a shell variable of the "
+                "legacy operator",
             )
         else:
             add_param(into, flag, value, path=path, findings=findings)
@@ -185,7 +187,7 @@ def add_param(into: StartCommands, flag: str, value: str, *, path: str, findings
     if known is not None and known != value:
         findings.problem(
             path,
-            f"sets --{flag} to {show(value)}, but {into.param_paths[flag]} sets it to "
+            f"sets --{shorten(flag)} to {show(value)}, but {into.param_paths[flag]} sets it to "
             f"{show(known)}",
         )
         return
