@@ -346,6 +346,21 @@ MAPPING = [
         },
     ),
     row(
+        "spec.headStartRayCommands: --resources in KubeRay's form, values quoted for bash",
+        {
+            "spec.headStartRayCommands": [
+                'ray start --head --resources=\'{"spot": 1, "CPU": 2}\' --temp-dir "/tmp/my ray"'
+            ]
+        },
+        {
+            f"{HEAD}.rayStartParams": {
+                "num-cpus": "2",
+                "resources": '"{\\"spot\\": 1}"',
+                "temp-dir": "'/tmp/my ray'",
+            }
+        },
+    ),
+    row(
         "spec.headStartRayCommands: flags KubeRay sets itself",
         {
             "spec.headStartRayCommands": [

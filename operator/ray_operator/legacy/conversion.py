@@ -13,8 +13,6 @@ field is read once, shell commands are scanned once, and the validation is bound
 from __future__ import annotations
 
 import copy
-import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +31,6 @@ from ray_operator.legacy.findings import (
     ConversionProblem,
     ConversionWarning,
     Findings,
-    shorten,
     show,
 )
 from ray_operator.legacy.pod_templates import (
@@ -41,6 +38,7 @@ from ray_operator.legacy.pod_templates import (
     change_ray_container,
     read_pod_config,
 )
+from ray_operator.legacy.resources import resource_params
 from ray_operator.legacy.start_commands import (
     KUBERAY_DEFAULT_OPEN_FILES,
     StartCommands,
@@ -100,18 +98,6 @@ _POD_TYPE_FIELDS = frozenset(
         "podConfig",
     }
 )
-# Ray's own resource names and the `ray start` flags that set them (Ray's `--resources` refuses
-# CPU and GPU); each flag takes an integer.
-_RESOURCE_FLAGS = {
-    "CPU": "num-cpus",
-    "GPU": "num-gpus",
-    "memory": "memory",
-    "object_store_memory": "object-store-memory",
-}
-# Ray resources are floats; a whole number beyond 2^53 would not survive the trip.
-_MAX_RESOURCE_AMOUNT = 2**53
-# `resources` is written inside double quotes in a bash command; these would be expanded there.
-_SHELL_ESCAPED = str.maketrans({"$": "\\$", "`": "\\`", '"': '\\"'})
 _PORT_RANGE = range(1, 65536)
 # The API server's limit on a request body: a larger RayCluster could not be created anyway.
 MAX_CONVERTED_BYTES = 3 * 2**20
@@ -362,56 +348,8 @@ def _pod_type_setup_commands(
 
 
 def _resource_params(item: Mapping[str, Any], *, path: str, findings: Findings) -> dict[str, str]:
-    """`rayResources` as rayStartParams: Ray's own resources as their flags, the others as
-    `resources` in the JSON form KubeRay's samples (and Ray's autoscaler) read."""
     resources = read_mapping(item, "rayResources", path=path, findings=findings) or {}
-    params: dict[str, str] = {}
-    custom: dict[str, int] = {}
-    for name in sorted(resources, key=str):
-        amount = _resource_amount(
-            resources[name], path=f"{path}.{shorten(str(name))}", findings=findings
-        )
-        if amount is None:
-            continue
-        if name in _RESOURCE_FLAGS:
-            params[_RESOURCE_FLAGS[name]] = str(amount)
-        elif not _is_writable_resource_name(name):
-            findings.problem(
-                f"{path}.{shorten(str(name))}",
-                'a resource name must be printable text without \\ or "',
-            )
-        else:
-            custom[name] = amount
-    if custom:
-        text = json.dumps(custom, ensure_ascii=False, sort_keys=True)
-        params["resources"] = '"' + text.translate(_SHELL_ESCAPED) + '"'
-    return params
-
-
-def _is_writable_resource_name(name: object) -> bool:
-    """Whether `name` survives KubeRay's form of `resources`: Ray's autoscaler reads it back by
-    removing every backslash, so JSON escapes (of quotes, backslashes, control characters) must
-    not be needed."""
-    if not isinstance(name, str) or not name:
-        return False
-    return name.isprintable() and "\\" not in name and '"' not in name
-
-
-def _resource_amount(value: Any, *, path: str, findings: Findings) -> int | None:
-    """A whole, non-negative amount: `ray start` takes integers for its resource flags, and
-    Ray's KubeRay autoscaler reads `resources` values as integers (kuberay/
-    autoscaling_config.py, `_get_custom_resources`)."""
-    number_like = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number_like or not math.isfinite(value) or value < 0:
-        findings.problem(path, f"must be a non-negative number, got {show(value)}")
-        return None
-    if value > _MAX_RESOURCE_AMOUNT:
-        findings.problem(path, f"must be at most {_MAX_RESOURCE_AMOUNT}, got {show(value)}")
-        return None
-    if value != int(value):
-        findings.problem(path, f"must be a whole number, got {show(value)}")
-        return None
-    return int(value)
+    return resource_params(resources, path=path, findings=findings)
 
 
 def _head_pod_type(

@@ -12,12 +12,14 @@ entry is split into its shell commands (on `;` and `&&`, outside quotes) and eac
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ray_operator.legacy.findings import Findings, shorten, show
+from ray_operator.legacy.resources import resource_params
 
 NodeKind = Literal["head", "worker"]
 
@@ -177,8 +179,24 @@ def _read_ray_start(
                 f"dropped `--{shorten(f'{flag}={value}')}`: it reads a shell variable of the "
                 "legacy operator",
             )
+        elif flag == "resources":
+            _read_resources_flag(value, path=path, into=into, findings=findings)
         else:
-            add_param(into, flag, value, path=path, findings=findings)
+            # KubeRay writes `--flag=value` into a bash command unquoted: a value with spaces or
+            # quotes must carry its own quoting, as in KubeRay's samples.
+            add_param(into, flag, shlex.quote(value), path=path, findings=findings)
+
+
+def _read_resources_flag(value: str, *, path: str, into: StartCommands, findings: Findings) -> None:
+    try:
+        resources = json.loads(value)
+    except ValueError:
+        resources = None
+    if not isinstance(resources, dict):
+        findings.problem(path, f"`ray start --resources` must be a JSON object, got {show(value)}")
+        return
+    for flag, param in resource_params(resources, path=path, findings=findings).items():
+        add_param(into, flag, param, path=path, findings=findings)
 
 
 def add_param(into: StartCommands, flag: str, value: str, *, path: str, findings: Findings) -> None:
