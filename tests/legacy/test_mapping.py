@@ -453,6 +453,12 @@ MAPPING = [
         ("spec.autoscalingMode: dropped: not a field of the legacy RayCluster",),
     ),
     row(
+        "a top-level field the legacy object does not have, and its status",
+        {"extra\nline": 1, "status": {"phase": "Running"}},
+        {"status": ABSENT},
+        ("extra\\nline: dropped: not a field of the legacy RayCluster",),
+    ),
+    row(
         "(not a legacy field) upgradeStrategy Recreate and the in-tree autoscaler, always",
         {},
         {"spec.upgradeStrategy": {"type": "Recreate"}, "spec.enableInTreeAutoscaling": True},

@@ -70,6 +70,8 @@ DEFAULT_IDLE_TIMEOUT_MINUTES = 5
 _MAX_IDLE_TIMEOUT_MINUTES = MAX_INT32 // 60
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# `status` is the legacy operator's own and is left behind without a warning.
+_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 _SPEC_FIELDS = frozenset(
     {
         "maxWorkers",
@@ -170,6 +172,7 @@ def _convert(legacy: object, findings: Findings) -> dict[str, Any] | None:
     if not isinstance(legacy, Mapping):
         findings.problem("(document)", f"must be an object, got {show(legacy)}")
         return None
+    warn_unknown_fields(legacy, _OBJECT_FIELDS, path="", findings=findings)
     metadata = _cluster_metadata(legacy, findings)
     spec = read_mapping(legacy, "spec", path="spec", findings=findings)
     if spec is None:

@@ -114,8 +114,9 @@ def warn_unknown_fields(
 ) -> None:
     """A warning per field the legacy schema does not have (the API server would have pruned
     it; a file may still carry it)."""
+    prefix = f"{path}." if path else ""
     for key in container:
         if key not in known:
             findings.warn(
-                f"{path}.{shorten(str(key))}", "dropped: not a field of the legacy RayCluster"
+                f"{prefix}{shorten(str(key))}", "dropped: not a field of the legacy RayCluster"
             )

@@ -43,10 +43,15 @@ class Findings:
     warnings: list[ConversionWarning] = field(default_factory=list)
 
     def problem(self, path: str, message: str) -> None:
-        self.problems.append(ConversionProblem(path, message))
+        self.problems.append(ConversionProblem(_one_line(path), _one_line(message)))
 
     def warn(self, path: str, message: str) -> None:
-        self.warnings.append(ConversionWarning(path, message))
+        self.warnings.append(ConversionWarning(_one_line(path), _one_line(message)))
+
+
+def _one_line(text: str) -> str:
+    """Each finding is one line of output: line breaks in user text are written escaped."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def show(value: Any) -> str:
