@@ -134,6 +134,14 @@ BAD_INPUT = [
         id="resource names KubeRay's resources form cannot carry",
     ),
     pytest.param(
+        {"metadata.labels": {"tier": 1}, "metadata.annotations": {"owner": None}},
+        [
+            "document 1: metadata.labels.tier: must be a string, got 1",
+            "document 1: metadata.annotations.owner: must be a string, got null",
+        ],
+        id="labels and annotations that are not strings",
+    ),
+    pytest.param(
         {"spec.headStartRayCommands": ["ray start --head --num-cpus=1", "ray start --num-cpus=2"]},
         [
             'document 1: spec.headStartRayCommands[1]: sets --num-cpus to "2", but '

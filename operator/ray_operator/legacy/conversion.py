@@ -24,6 +24,7 @@ from ray_operator.legacy.fields import (
     read_mapping,
     read_number,
     read_string,
+    read_string_map,
     read_strings,
     warn_unknown_fields,
 )
@@ -223,8 +224,8 @@ def _cluster_metadata(legacy: Mapping[str, Any], findings: Findings) -> dict[str
     if namespace is not None:
         metadata["namespace"] = namespace
     for key in ("labels", "annotations"):
-        values = read_mapping(legacy_metadata, key, path=f"metadata.{key}", findings=findings)
-        kept = {k: v for k, v in (values or {}).items() if k != _LAST_APPLIED}
+        values = read_string_map(legacy_metadata, key, path=f"metadata.{key}", findings=findings)
+        kept = {k: v for k, v in values.items() if k != _LAST_APPLIED}
         if kept:
             metadata[key] = kept
     return metadata

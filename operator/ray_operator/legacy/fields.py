@@ -83,6 +83,20 @@ def read_strings(
     return strings
 
 
+def read_string_map(
+    container: Mapping[str, Any], key: str, *, path: str, findings: Findings
+) -> dict[str, str]:
+    """An object of strings, as labels and annotations are (empty when absent); a bad entry is a
+    problem and left out."""
+    strings: dict[str, str] = {}
+    for name, value in (read_mapping(container, key, path=path, findings=findings) or {}).items():
+        if isinstance(name, str) and isinstance(value, str):
+            strings[name] = value
+        else:
+            findings.problem(f"{path}.{shorten(str(name))}", f"must be a string, got {show(value)}")
+    return strings
+
+
 def read_mapping(
     container: Mapping[str, Any], key: str, *, path: str, findings: Findings
 ) -> Mapping[str, Any] | None:
