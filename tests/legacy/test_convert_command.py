@@ -14,9 +14,17 @@ from typing import Any
 import pytest
 import yaml
 from ray_operator.cli import main
+from ray_operator.legacy.conversion import convert_legacy_cluster
 from ray_operator.legacy.convert_command import MAX_INPUT_BYTES
 
-from tests.legacy.legacy_clusters import DELETE, set_path, small_legacy_cluster
+from tests.legacy.legacy_clusters import (
+    DELETE,
+    EXAMPLES,
+    LEGACY_FIXTURES,
+    load_example,
+    set_path,
+    small_legacy_cluster,
+)
 
 CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}
 
@@ -296,3 +304,15 @@ def test_dash_reads_stdin(
     code = main(["convert", "-"])
     assert code == 0
     assert yaml.safe_load(capsys.readouterr().out)["kind"] == "RayCluster"
+
+
+@pytest.mark.parametrize("file_name", EXAMPLES)
+@pytest.mark.parametrize("output", ["yaml", "json"])
+def test_the_written_cluster_reads_back_as_the_conversion(
+    capsys: pytest.CaptureFixture[str], file_name: str, output: str
+) -> None:
+    code = main(["convert", str(LEGACY_FIXTURES / file_name), "-o", output])
+    written = capsys.readouterr().out
+    expected = convert_legacy_cluster(load_example(file_name)).cluster
+    assert code == 0
+    assert (yaml.safe_load(written) if output == "yaml" else json.loads(written)) == expected
