@@ -7,7 +7,9 @@ checked with the admission webhook's own validation, so a conversion that succee
 RayCluster ray-operator accepts.
 
 Work is linear in the size of the object (at most what the API server stores, ~1.5 MB): each
-field is read once, shell commands are scanned once, and the validation is bounded.
+field is read once, shell commands are scanned once, and the validation is bounded. The one
+place the output could multiply the input, cluster-wide worker commands copied into every worker
+group, is refused beyond MAX_CONVERTED_BYTES.
 """
 
 from __future__ import annotations
@@ -519,7 +521,8 @@ def _worker_group(
     pod_type: _PodType, *, commands: _ClusterCommands, findings: Findings
 ) -> dict[str, Any]:
     # A type's own setup commands replace the cluster's worker setup commands, as the legacy
-    # autoscaler's node-type-specific `worker_setup_commands` did.
+    # autoscaler's node-type-specific `worker_setup_commands` did (Ray's autoscaler.py,
+    # `_get_node_type_specific_fields`).
     setup = commands.worker_setup if pod_type.setup_commands is None else pod_type.setup_commands
     changes = RayContainerChanges(
         commands_before_ray=[*setup, *commands.worker_start.other_commands],
@@ -585,7 +588,7 @@ def _idle_timeout_seconds(spec: Mapping[str, Any], findings: Findings) -> int:
 def _upscaling_mode(spec: Mapping[str, Any], findings: Findings) -> str:
     """Ray's KubeRay config reader turns Conservative into upscaling speed 1 and Default or
     Aggressive into 1000, i.e. unlimited (kuberay/autoscaling_config.py,
-    `_generate_autoscaling_config_from_ray_cr`)."""
+    `_derive_autoscaling_config_from_ray_cr`)."""
     path = "spec.upscalingSpeed"
     speed = read_number(spec, "upscalingSpeed", path=path, findings=findings)
     if speed is None:
