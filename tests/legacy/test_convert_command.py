@@ -142,6 +142,19 @@ BAD_INPUT = [
         id="resource names KubeRay's resources form cannot carry",
     ),
     pytest.param(
+        {
+            "spec.podTypes[1].podConfig.spec.containers[0].args": [
+                "python prepare.py; sleep infinity"
+            ]
+        },
+        [
+            "document 1: spec.podTypes[1].podConfig.spec.containers[0].command: runs `sleep "
+            "infinity` besides other commands: KubeRay runs the container's command before `ray "
+            "start`, so Ray would never start; keep only the other commands"
+        ],
+        id="a container command that sleeps forever after other work",
+    ),
+    pytest.param(
         {"metadata.labels": {"tier": 1}, "metadata.annotations": {"owner": None}},
         [
             "document 1: metadata.labels.tier: must be a string, got 1",

@@ -296,6 +296,14 @@ MAPPING = [
         {f"{WORKER_CONTAINER}.command": ABSENT, f"{WORKER_CONTAINER}.args": ABSENT},
     ),
     row(
+        "spec.podTypes[].podConfig: a bare sleep infinity is removed",
+        {
+            "spec.podTypes[1].podConfig.spec.containers[0].command": ["sleep", "infinity"],
+            "spec.podTypes[1].podConfig.spec.containers[0].args": DELETE,
+        },
+        {f"{WORKER_CONTAINER}.command": ABSENT, f"{WORKER_CONTAINER}.args": ABSENT},
+    ),
+    row(
         "spec.podTypes[].podConfig: another command of the Ray container is kept",
         {
             "spec.podTypes[1].podConfig.spec.containers[0].command": ["python", "prepare.py"],

@@ -120,6 +120,16 @@ def change_ray_container(
     if is_keep_alive(container.get("command"), container.get("args")):
         container.pop("command", None)
         container.pop("args", None)
+    elif "sleep infinity" in " ".join(
+        map(str, [*container.get("command", []), *container.get("args", [])])
+    ):
+        # Kept, it would run before KubeRay's `ray start`, which would then never run.
+        findings.problem(
+            f"{path}.command",
+            "runs `sleep infinity` besides other commands: KubeRay runs the container's command "
+            "before `ray start`, so Ray would never start; keep only the other commands",
+        )
+        return
     if changes.commands_before_ray:
         _run_before_ray(container, changes.commands_before_ray)
     if changes.open_files is not None:
