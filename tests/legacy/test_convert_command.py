@@ -54,6 +54,11 @@ BAD_INPUT = [
         id="no headPodType",
     ),
     pytest.param(
+        {"spec": None, "metadata.name": None},
+        ["document 1: metadata.name: is required", "document 1: spec: is required"],
+        id="null name and spec",
+    ),
+    pytest.param(
         {"spec.headPodType": "gpu"},
         ['document 1: spec.headPodType: names no pod type of spec.podTypes: "gpu"'],
         id="headPodType names no pod type",

@@ -171,6 +171,11 @@ MAPPING = [
         {"spec.podTypes[1].minWorkers": DELETE},
         {f"{WORKERS}.minReplicas": 0, f"{WORKERS}.replicas": 0},
     ),
+    row(
+        "spec.podTypes[].minWorkers null: absent, as the API server reads null",
+        {"spec.podTypes[1].minWorkers": None},
+        {f"{WORKERS}.minReplicas": 0},
+    ),
     row("spec.podTypes[].maxWorkers", {}, {f"{WORKERS}.maxReplicas": 4}),
     row(
         "spec.podTypes[].rayResources",

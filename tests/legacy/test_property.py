@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ray_io import v1
-from ray_operator.legacy.conversion import convert_legacy_cluster
+from ray_operator.legacy.conversion import LegacyConversionError, convert_legacy_cluster
 from ray_operator.validation.raycluster import raycluster_warnings, validate_raycluster
 
-from tests.legacy.legacy_clusters import KEEP_ALIVE
+from tests.legacy.legacy_clusters import KEEP_ALIVE, set_path, small_legacy_cluster
 
 names = st.from_regex(r"[a-z0-9]([-a-z0-9_.]{0,20}[a-z0-9])?", fullmatch=True)
 custom_resource_names = st.from_regex(r"[A-Za-z][A-Za-z0-9_:./-]{0,15}", fullmatch=True)
@@ -148,3 +148,74 @@ def test_every_legacy_cluster_converts_into_one_our_crd_and_webhook_accept(
         assert "sleep infinity" not in str(ray_container.get("command"))
         assert "sleep infinity" not in str(ray_container.get("args"))
         assert template["spec"].get("restartPolicy") in (None, "Never")
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=20),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+ANY_FIELD = [
+    "metadata",
+    "metadata.name",
+    "metadata.labels",
+    "spec",
+    "spec.maxWorkers",
+    "spec.upscalingSpeed",
+    "spec.idleTimeoutMinutes",
+    "spec.headPodType",
+    "spec.headServicePorts",
+    "spec.headStartRayCommands",
+    "spec.workerStartRayCommands",
+    "spec.setupCommands",
+    "spec.podTypes",
+    "spec.podTypes[1]",
+    "spec.podTypes[1].name",
+    "spec.podTypes[1].minWorkers",
+    "spec.podTypes[1].rayResources",
+    "spec.podTypes[1].setupCommands",
+    "spec.podTypes[1].podConfig",
+    "spec.podTypes[1].podConfig.metadata",
+    "spec.podTypes[1].podConfig.spec",
+    "spec.podTypes[1].podConfig.spec.containers",
+    "spec.podTypes[1].podConfig.spec.containers[0]",
+    "spec.podTypes[1].podConfig.spec.containers[0].command",
+    "spec.podTypes[1].podConfig.spec.containers[0].args",
+    "spec.podTypes[1].podConfig.spec.containers[0].env",
+    "spec.podTypes[0].podConfig.spec.containers[0].ports",
+    "spec.podTypes[0].podConfig.spec.restartPolicy",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.lists(st.tuples(st.sampled_from(ANY_FIELD), json_values), min_size=1, max_size=3))
+def test_a_value_of_any_type_anywhere_is_converted_or_named_as_a_problem(
+    changes: list[tuple[str, Any]],
+) -> None:
+    legacy = small_legacy_cluster()
+    legacy["spec"]["headServicePorts"] = [{"name": "serve", "port": 8000, "targetPort": 8000}]
+    legacy["spec"]["headStartRayCommands"] = ["ulimit -n 1024; ray start --head"]
+    for path, value in changes:
+        try:
+            set_path(legacy, path, value)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            continue  # an earlier change replaced a parent of this path
+    refused: LegacyConversionError | None = None
+    try:
+        conversion = convert_legacy_cluster(legacy)
+    except LegacyConversionError as error:
+        refused = error
+    else:
+        assert validate_raycluster(conversion.cluster) == []
+    if refused is not None:
+        # A refusal always names its problems, one line each.
+        assert refused.problems
+        assert all("\n" not in str(problem) for problem in refused.problems)

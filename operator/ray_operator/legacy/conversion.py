@@ -177,16 +177,14 @@ def _convert(legacy: object, findings: Findings) -> dict[str, Any] | None:
         return None
     warn_unknown_fields(legacy, _OBJECT_FIELDS, path="", findings=findings)
     metadata = _cluster_metadata(legacy, findings)
-    spec = read_mapping(legacy, "spec", path="spec", findings=findings)
+    spec = read_mapping(legacy, "spec", path="spec", findings=findings, required=True)
     if spec is None:
-        if "spec" not in legacy:
-            findings.problem("spec", "is required")
         return None
     warn_unknown_fields(spec, _SPEC_FIELDS, path="spec", findings=findings)
     cluster_max_workers = _cluster_max_workers(spec, findings)
-    head_name = read_string(spec, "headPodType", path="spec.headPodType", findings=findings)
-    if "headPodType" not in spec:
-        findings.problem("spec.headPodType", "is required")
+    head_name = read_string(
+        spec, "headPodType", path="spec.headPodType", findings=findings, required=True
+    )
     pod_types = _read_pod_types(
         spec, head_name=head_name, cluster_max_workers=cluster_max_workers, findings=findings
     )
@@ -216,9 +214,9 @@ def _convert(legacy: object, findings: Findings) -> dict[str, Any] | None:
 def _cluster_metadata(legacy: Mapping[str, Any], findings: Findings) -> dict[str, Any]:
     """Name, namespace, labels and annotations; what the API server set is not carried over."""
     legacy_metadata = read_mapping(legacy, "metadata", path="metadata", findings=findings) or {}
-    name = read_string(legacy_metadata, "name", path="metadata.name", findings=findings)
-    if "name" not in legacy_metadata:
-        findings.problem("metadata.name", "is required")
+    name = read_string(
+        legacy_metadata, "name", path="metadata.name", findings=findings, required=True
+    )
     metadata: dict[str, Any] = {"name": name}
     namespace = read_string(
         legacy_metadata, "namespace", path="metadata.namespace", findings=findings
@@ -245,10 +243,8 @@ def _read_pod_types(
     cluster_max_workers: int,
     findings: Findings,
 ) -> list[_PodType]:
-    items = read_list(spec, "podTypes", path="spec.podTypes", findings=findings)
+    items = read_list(spec, "podTypes", path="spec.podTypes", findings=findings, required=True)
     if items is None:
-        if "podTypes" not in spec:
-            findings.problem("spec.podTypes", "is required")
         return []
     pod_types: list[_PodType] = []
     seen: set[str] = set()
@@ -275,9 +271,7 @@ def _read_pod_types(
 
 
 def _pod_type_name(item: Mapping[str, Any], *, path: str, findings: Findings) -> str | None:
-    name = read_string(item, "name", path=f"{path}.name", findings=findings)
-    if "name" not in item:
-        findings.problem(f"{path}.name", "is required")
+    name = read_string(item, "name", path=f"{path}.name", findings=findings, required=True)
     if name is not None and not is_label_name(name):
         findings.problem(
             f"{path}.name",
@@ -324,7 +318,9 @@ def _worker_bounds(
     and every type a minimum of 0."""
     low = read_count(item, "minWorkers", path=f"{path}.minWorkers", findings=findings)
     high = read_count(item, "maxWorkers", path=f"{path}.maxWorkers", findings=findings)
-    if (low is None and "minWorkers" in item) or (high is None and "maxWorkers" in item):
+    if (low is None and item.get("minWorkers") is not None) or (
+        high is None and item.get("maxWorkers") is not None
+    ):
         return None
     low = 0 if low is None else low
     high = default_max_workers if high is None else high
@@ -343,14 +339,14 @@ def _pod_type_setup_commands(
     worker_setup = read_strings(
         item, "workerSetupCommands", path=f"{path}.workerSetupCommands", findings=findings
     )
-    if "workerSetupCommands" in item:
-        if "setupCommands" in item:
+    if item.get("workerSetupCommands") is not None:
+        if item.get("setupCommands") is not None:
             findings.warn(
                 f"{path}.setupCommands",
                 "dropped: workerSetupCommands replaces it, as in the legacy operator",
             )
         return worker_setup
-    return setup if "setupCommands" in item else None
+    return setup if item.get("setupCommands") is not None else None
 
 
 def _resource_params(item: Mapping[str, Any], *, path: str, findings: Findings) -> dict[str, str]:
@@ -424,14 +420,12 @@ def _head_service_ports(spec: Mapping[str, Any], findings: Findings) -> list[dic
 def _head_service_port(
     item: Mapping[str, Any], *, path: str, findings: Findings
 ) -> dict[str, Any] | None:
-    name = read_string(item, "name", path=f"{path}.name", findings=findings)
+    name = read_string(item, "name", path=f"{path}.name", findings=findings, required=True)
     port, target = item.get("port"), item.get("targetPort", item.get("port"))
     if isinstance(port, bool) or not isinstance(port, int) or port not in _PORT_RANGE:
         findings.problem(f"{path}.port", f"must be a port number (1-65535), got {show(port)}")
         return None
     if name is None:
-        if "name" not in item:
-            findings.problem(f"{path}.name", "is required")
         return None
     if isinstance(target, str):
         findings.warn(

@@ -52,10 +52,15 @@ def read_number(
 
 
 def read_string(
-    container: Mapping[str, Any], key: str, *, path: str, findings: Findings
+    container: Mapping[str, Any],
+    key: str,
+    *,
+    path: str,
+    findings: Findings,
+    required: bool = False,
 ) -> str | None:
-    """A non-empty string, or None when absent or bad."""
-    value = container.get(key)
+    """A non-empty string, or None when absent (a problem if `required`) or bad."""
+    value = _present(container, key, path=path, findings=findings, required=required)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
@@ -98,10 +103,15 @@ def read_string_map(
 
 
 def read_mapping(
-    container: Mapping[str, Any], key: str, *, path: str, findings: Findings
+    container: Mapping[str, Any],
+    key: str,
+    *,
+    path: str,
+    findings: Findings,
+    required: bool = False,
 ) -> Mapping[str, Any] | None:
-    """An object, or None when absent or bad."""
-    value = container.get(key)
+    """An object, or None when absent (a problem if `required`) or bad."""
+    value = _present(container, key, path=path, findings=findings, required=required)
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -111,15 +121,30 @@ def read_mapping(
 
 
 def read_list(
-    container: Mapping[str, Any], key: str, *, path: str, findings: Findings
+    container: Mapping[str, Any],
+    key: str,
+    *,
+    path: str,
+    findings: Findings,
+    required: bool = False,
 ) -> Sequence[Any] | None:
-    """A list, or None when absent or bad."""
-    value = container.get(key)
+    """A list, or None when absent (a problem if `required`) or bad."""
+    value = _present(container, key, path=path, findings=findings, required=required)
     if value is None:
         return None
     if not isinstance(value, list):
         findings.problem(path, f"must be a list, got {show(value)}")
         return None
+    return value
+
+
+def _present(
+    container: Mapping[str, Any], key: str, *, path: str, findings: Findings, required: bool
+) -> Any:
+    """The value of `key`; a null value is an absent one, as the API server treats it."""
+    value = container.get(key)
+    if value is None and required:
+        findings.problem(path, "is required")
     return value
 
 

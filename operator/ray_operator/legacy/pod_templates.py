@@ -45,10 +45,10 @@ def read_pod_config(
 ) -> dict[str, Any] | None:
     """The Pod template of `podConfig` (a copy), or None with a problem when it has no usable
     containers."""
-    config = read_mapping(pod_type, "podConfig", path=f"{path}.podConfig", findings=findings)
+    config = read_mapping(
+        pod_type, "podConfig", path=f"{path}.podConfig", findings=findings, required=True
+    )
     if config is None:
-        if "podConfig" not in pod_type:
-            findings.problem(f"{path}.podConfig", "is required")
         return None
     path = f"{path}.podConfig"
     for key in config:
