@@ -113,6 +113,12 @@ def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
             id="a Python object tag",
         ),
         pytest.param(
+            "a: !!set {x, y}",
+            ["-o", "json"],
+            "ray-operator convert: cannot write json: cannot write a set as JSON",
+            id="a YAML set written as JSON",
+        ),
+        pytest.param(
             "a: .inf",
             ["-o", "json"],
             "ray-operator convert: cannot write json: Out of range float values are not JSON "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -312,6 +314,23 @@ def test_output_bytes_are_the_same_every_time(
     assert convert(tmp_path, capsys, text, "-o", "json") == convert(
         tmp_path, capsys, text, "-o", "json"
     )
+
+
+def test_output_bytes_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """A YAML set iterates in an order that changes with Python's hash seed."""
+    source = tmp_path / "input.yaml"
+    sets = "names: !!set {" + ", ".join(f"n{i}" for i in range(50)) + "}\n"
+    source.write_text(yaml.safe_dump(small_legacy_cluster()) + "---\n" + sets)
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-m", "ray_operator.cli", "convert", str(source)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
 
 
 def test_dash_reads_stdin(

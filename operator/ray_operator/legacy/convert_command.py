@@ -56,6 +56,11 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
+# A YAML set (`!!set`) iterates in hash order, which changes from run to run: written sorted, the
+# output bytes stay the same.
+_Dumper.add_representer(set, lambda dumper, data: dumper.represent_set(sorted(data, key=str)))
+
+
 @dataclass(frozen=True)
 class ConvertedDocuments:
     """The documents to write, and the lines for stderr."""
@@ -163,7 +168,7 @@ def _json_scalar(value: Any) -> str:
         import base64
 
         return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
+    raise ValueError(f"cannot write a {type(value).__name__} as JSON")
 
 
 def _expanded_size(root: yaml.Node, *, limit: int) -> int:
