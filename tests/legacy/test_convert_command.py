@@ -189,6 +189,14 @@ BAD_INPUT = [
         id="rayResources disagreeing with ray start",
     ),
     pytest.param(
+        {"spec.headStartRayCommands": ["ray start --head > /tmp/ray.log 2>&1"]},
+        [
+            "document 1: spec.headStartRayCommands[0]: `ray start` with pipes or redirections "
+            'cannot be converted: "ray start --head > /tmp/ray.log 2>&1"'
+        ],
+        id="ray start with a redirection",
+    ),
+    pytest.param(
         {"spec.headStartRayCommands": ["ray start --head --port='6379"]},
         [
             "document 1: spec.headStartRayCommands[0]: is not a shell command (unbalanced "

@@ -362,13 +362,15 @@ MAPPING = [
         "spec.headStartRayCommands: --resources in KubeRay's form, values quoted for bash",
         {
             "spec.headStartRayCommands": [
-                'ray start --head --resources=\'{"spot": 1, "CPU": 2}\' --temp-dir "/tmp/my ray"'
+                'ray start --head --resources=\'{"spot": 1, "CPU": 2}\' --temp-dir "/tmp/my ray" '
+                '--system-config=\'{"a": "(b) | c"}\''
             ]
         },
         {
             f"{HEAD}.rayStartParams": {
                 "num-cpus": "2",
                 "resources": '"{\\"spot\\": 1}"',
+                "system-config": '\'{"a": "(b) | c"}\'',
                 "temp-dir": "'/tmp/my ray'",
             }
         },

@@ -75,7 +75,24 @@ def split_shell_commands(text: str) -> list[str] | None:
     """`text` split on `;` and `&&` outside quotes, each part stripped and empty ones left out;
     None when a quote is not closed. One pass over the text."""
     parts: list[str] = []
-    start, index, quote = 0, 0, ""
+    start, skip_to = 0, 0
+    try:
+        for index, char in _unquoted_characters(text):
+            if index < skip_to:
+                continue  # the second `&` of `&&`
+            if char == ";" or text.startswith("&&", index):
+                parts.append(text[start:index])
+                start = skip_to = index + (1 if char == ";" else 2)
+    except ValueError:
+        return None
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _unquoted_characters(text: str) -> Iterator[tuple[int, str]]:
+    """Each character of `text` the shell would read unquoted, with its index; ValueError when a
+    quote is not closed."""
+    index, quote = 0, ""
     while index < len(text):
         char = text[index]
         if quote == "'":
@@ -86,16 +103,16 @@ def split_shell_commands(text: str) -> list[str] | None:
             quote = "" if char == '"' else quote
         elif char in "'\"":
             quote = char
-        elif char == ";" or text.startswith("&&", index):
-            parts.append(text[start:index])
-            index += 1 if char == ";" else 2
-            start = index
-            continue
+        else:
+            yield index, char
         index += 1
     if quote:
-        return None
-    parts.append(text[start:])
-    return [part.strip() for part in parts if part.strip()]
+        raise ValueError(f"unclosed {quote}")
+
+
+def _has_shell_operators(command: str) -> bool:
+    """Pipes, redirections, background `&` or subshells outside quotes."""
+    return any(char in _SHELL_OPERATOR_CHARACTERS for _, char in _unquoted_characters(command))
 
 
 def _read_entry(
@@ -114,6 +131,10 @@ def _read_entry(
         limit = _open_files_limit(words)
         if limit is not None:
             open_files, limit_unused = limit, True
+        elif words[:2] == ["ray", "start"] and _has_shell_operators(command):
+            findings.problem(
+                path, f"`ray start` with pipes or redirections cannot be converted: {show(command)}"
+            )
         elif words[:2] == ["ray", "start"]:
             _read_ray_start(words[2:], path=path, node=node, into=into, findings=findings)
             _set_open_files(into, open_files, path=path, findings=findings)
@@ -223,9 +244,6 @@ def _ray_start_flags(
         index += 1
         if not word.startswith("--") or len(word) == 2:
             findings.problem(path, f"`ray start` argument {show(word)} is not a --flag")
-            continue
-        if _SHELL_OPERATOR_CHARACTERS.intersection(word):
-            findings.problem(path, f"`ray start` argument {show(word)} uses shell operators")
             continue
         flag, equals, value = word[2:].partition("=")
         if not equals:
