@@ -1,4 +1,5 @@
-"""The `ray-operator` command: run the operator, or manage the embedded local control plane.
+"""The `ray-operator` command: run the operator, manage the embedded local control plane, or
+convert RayClusters of Ray's legacy operator.
 
 ray-operator run [flags]                  the operator (see `ray-operator run --help`)
 ray-operator dev [flags]                  what `make run` does: a local control plane unless
