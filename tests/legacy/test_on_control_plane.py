@@ -11,7 +11,7 @@ from ray_operator.app import Operator
 from ray_operator.legacy.conversion import convert_legacy_cluster
 
 from tests.controllers.conftest import Harness
-from tests.legacy.legacy_clusters import load_example
+from tests.legacy.legacy_clusters import load_example, small_legacy_cluster
 
 EXPECTED = {
     "example_cluster.yaml": (2, '--resources="{\\"bar\\": 1, \\"foo\\": 1}"'),
@@ -46,3 +46,33 @@ async def test_a_converted_example_is_accepted_and_runs_as_promised(
         else:
             assert pod["metadata"]["labels"]["ray.io/group"] == "worker-node"
             assert resources_flag in ray_start(pod)
+
+
+async def test_setup_commands_ports_and_the_head_type_as_workers_reach_the_pods(
+    webhook_namespace: str, harness: Harness, operator: Operator
+) -> None:
+    legacy = small_legacy_cluster()
+    spec = legacy["spec"]
+    spec["podTypes"][0]["maxWorkers"] = 1
+    spec["podTypes"][0]["minWorkers"] = 1
+    spec["headServicePorts"] = [{"name": "grpc", "port": 9000, "targetPort": 9000}]
+    spec["setupCommands"] = ["echo setup"]
+    spec["headStartRayCommands"] = ["ulimit -n 4096; ray start --head --no-monitor"]
+    cluster = convert_legacy_cluster(legacy).cluster
+
+    await harness.kubectl(
+        "apply", "--validate=strict", "-f", "-", input_text=yaml.safe_dump(cluster)
+    )
+
+    pods = await harness.pods_settled("legacy", head=1, workers=2)
+    groups = sorted(p["metadata"]["labels"].get("ray.io/group", "") for p in pods)
+    assert groups == ["cpu", "head", "headgroup"]
+    head = next(p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    ray_container = head["spec"]["containers"][0]
+    script = ray_container["args"][0]
+    assert 0 <= script.find("echo setup") < script.find("ulimit -n") < script.find("ray start")
+    assert {"name": "RAY_START_ULIMIT_OPEN_FILES", "value": "4096"} in ray_container["env"]
+    service = await harness.get_json("service", "legacy-head-svc")
+    assert {"name": "grpc", "port": 9000} in [
+        {"name": p["name"], "port": p["port"]} for p in service["spec"]["ports"]
+    ]
