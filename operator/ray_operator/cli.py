@@ -4,6 +4,9 @@ ray-operator run [flags]                  the operator (see `ray-operator run --
 ray-operator dev [flags]                  what `make run` does: a local control plane unless
                                           KUBECONFIG is set, the CRDs, then the operator
 ray-operator local-cluster start|stop|status [--dir DIR]
+ray-operator convert FILE|- [-o yaml|json]
+                                          RayClusters of Ray's legacy operator
+                                          (cluster.ray.io/v1) as ray.io/v1 RayClusters
 """
 
 from __future__ import annotations
@@ -108,7 +111,26 @@ def _build_parser() -> argparse.ArgumentParser:
             help="state directory (default: %(default)s)",
         )
         sub.set_defaults(handler=handler)
+    convert = commands.add_parser(
+        "convert",
+        help="convert RayClusters of Ray's legacy operator (cluster.ray.io/v1) to ray.io/v1",
+    )
+    convert.add_argument("file", metavar="FILE", help="YAML documents to convert; - for stdin")
+    convert.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json"),
+        default="yaml",
+        help="output format (default: %(default)s)",
+    )
+    convert.set_defaults(handler=_convert)
     return parser
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from ray_operator.legacy.convert_command import run_convert
+
+    return run_convert(args.file, output=args.output, stdout=sys.stdout, stderr=sys.stderr)
 
 
 def _positive_int(text: str) -> int:

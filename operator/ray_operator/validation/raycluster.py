@@ -203,13 +203,14 @@ def _group_params_errors(path: str, group: Mapping[str, Any]) -> Iterator[FieldE
 def _label_errors(path: str, key: str, value: Any) -> Iterator[FieldError]:
     prefix, _, label_name = key.rpartition("/")
     bad_prefix = bool(prefix) and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix))
-    if bad_prefix or not _is_label_name(label_name):
+    if bad_prefix or not is_label_name(label_name):
         yield invalid(path, key, _LABEL_KEY_RULE)
-    if value != "" and not _is_label_name(str(value)):
+    if value != "" and not is_label_name(str(value)):
         yield invalid(f"{path}[{key}]", value, _LABEL_VALUE_RULE)
 
 
-def _is_label_name(text: str) -> bool:
+def is_label_name(text: str) -> bool:
+    """A label name (or value), as a worker group's name must be one."""
     return len(text) <= 63 and _LABEL_NAME_RE.match(text) is not None
 
 
@@ -222,7 +223,7 @@ def _worker_group_errors(cluster: RayCluster) -> Iterator[FieldError]:
         if name in seen:
             yield duplicate(f"{path}.groupName", name)
         seen.add(name)
-        if not _is_label_name(name):
+        if not is_label_name(name):
             yield invalid(
                 f"{path}.groupName",
                 name,
