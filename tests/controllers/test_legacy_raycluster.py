@@ -1,0 +1,266 @@
+"""Specification: with `--legacy-clusters`, a legacy `cluster.ray.io/v1` RayCluster applied
+unchanged runs as a ray.io/v1 RayCluster of the same name that it owns; its status says so in the
+legacy fields; the legacy operator's habits hold (re-apply to update, change an annotation to
+restart); a spec that cannot be converted is reported and breaks nothing; deleting it deletes
+everything under it, explicitly (this plane has no garbage collector).
+
+These tests run on a control plane of their own, with the legacy CRD installed: with it,
+`kubectl get rayclusters` means cluster.ray.io (kubectl takes the first group alphabetically), so
+every kubectl call here names the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import yaml
+from ray_operator.app import Operator
+from ray_operator.cli import install_crds
+from ray_operator.controllers.legacy_raycluster import LegacyRayClusterController
+from ray_operator.controllers.raycluster import RayClusterController
+from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.logs import PlainFormatter
+from ray_operator.runtime.client import load_api_client
+
+from tests.conftest import REPO_ROOT, running_control_plane
+from tests.controllers.conftest import Harness, operator_settings
+
+LEGACY_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "legacy-ray-operator"
+LEGACY = "rayclusters.cluster.ray.io"
+RAY_IO = "rayclusters.ray.io"
+
+
+@pytest.fixture(scope="module")
+def control_plane() -> Iterator[LocalControlPlane]:
+    """This module's own plane (no garbage collector), with the legacy CRD installed."""
+    with running_control_plane(controller_manager=False) as plane:
+        install_crds(plane.kubeconfig, legacy=True)
+        yield plane
+
+
+@pytest.fixture
+async def legacy_operator(
+    control_plane: LocalControlPlane, namespace: str, harness: Harness
+) -> AsyncIterator[Operator]:
+    """The operator with `--legacy-clusters`: the legacy and the RayCluster controllers."""
+    api = await load_api_client(control_plane.kubeconfig)
+    settings = operator_settings(control_plane.kubeconfig, namespace)
+    replica = Operator(
+        dataclasses.replace(settings, legacy_clusters=True),
+        api=api,
+        controllers=[LegacyRayClusterController, RayClusterController],
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(replica.run(stop), name="legacy-operator-under-test")
+    try:
+        yield replica
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, timeout=30) == 0
+        await api.close()
+
+
+def legacy_manifest(name: str = "example_cluster.yaml") -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((LEGACY_FIXTURES / name).read_text())
+    return loaded
+
+
+async def apply_legacy(harness: Harness, manifest: dict[str, Any]) -> None:
+    """`kubectl apply -f` as the legacy docs do (client-side: kubectl's last-applied copy)."""
+    await harness.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(manifest))
+
+
+async def legacy_status(harness: Harness, name: str) -> dict[str, Any]:
+    found = await harness.get_json(f"{LEGACY}/{name}")
+    status: dict[str, Any] = found.get("status") or {}
+    return status
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or () if c["type"] == kind), {})
+
+
+async def wait_for_phase(harness: Harness, name: str, phase: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        status = await legacy_status(harness, name)
+        return status if status.get("phase") == phase else None
+
+    found: dict[str, Any] = await harness.eventually(
+        check, within=90, what=f"{name} in phase {phase}"
+    )
+    return found
+
+
+async def pod_uids(harness: Harness, cluster: str) -> set[str]:
+    return {pod["metadata"]["uid"] for pod in await harness.pods(cluster)}
+
+
+async def test_both_legacy_examples_applied_unchanged_run_as_ready_ray_clusters(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    for file, workers, resources in (
+        ("example_cluster.yaml", 2, ("bar", "foo")),
+        ("example_cluster2.yaml", 1, ("baz", "quux")),
+    ):
+        await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / file))
+        name = legacy_manifest(file)["metadata"]["name"]
+        status = await wait_for_phase(harness, name, "Running")
+        assert condition(status, "Converted")["status"] == "True"
+        assert condition(status, "Ready")["status"] == "True"
+        assert (status["rayClusterName"], status["autoscalerRetries"]) == (name, 0)
+
+        legacy = await harness.get_json(f"{LEGACY}/{name}")
+        cluster = await harness.get_json(f"{RAY_IO}/{name}")
+        (owner,) = cluster["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"]) == ("RayCluster", legacy["metadata"]["uid"])
+        assert owner["apiVersion"] == "cluster.ray.io/v1"
+
+        pods = await harness.pods_settled(name, head=1, workers=workers)
+        for pod in pods:
+            (ray,) = [c for c in pod["spec"]["containers"] if c["name"] == "ray-node"]
+            command_line = " ".join([*ray.get("command", []), *ray.get("args", [])])
+            assert "sleep infinity" not in command_line
+            assert "ray start" in command_line
+        (worker,) = {p["metadata"]["labels"]["ray.io/group"] for p in pods} - {"headgroup"}
+        assert worker == "worker-node"
+        worker_pod = next(p for p in pods if p["metadata"]["labels"]["ray.io/group"] != "headgroup")
+        worker_args = " ".join(worker_pod["spec"]["containers"][0]["args"])
+        _, _, after = worker_args.partition("--resources=")
+        assert all(f'"{name}"' in after.split(" --")[0].replace("\\", "") for name in resources)
+
+
+async def test_editing_and_reapplying_updates_the_cluster_without_restarting_it(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    manifest = legacy_manifest("example_cluster2.yaml")
+    await apply_legacy(harness, manifest)
+    await wait_for_phase(harness, "example-cluster2", "Running")
+    await harness.pods_settled("example-cluster2", head=1, workers=1)
+    before = await pod_uids(harness, "example-cluster2")
+
+    manifest["spec"]["podTypes"][1]["minWorkers"] = 2
+    await apply_legacy(harness, manifest)
+
+    pods = await harness.pods_settled("example-cluster2", head=1, workers=2)
+    assert before < {pod["metadata"]["uid"] for pod in pods}
+    cluster = await harness.get_json(f"{RAY_IO}/example-cluster2")
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    assert (group["minReplicas"], group["replicas"]) == (2, 2)
+    await wait_for_phase(harness, "example-cluster2", "Running")
+
+
+async def test_a_changed_annotation_restarts_every_pod_of_the_cluster(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster2.yaml"))
+    await wait_for_phase(harness, "example-cluster2", "Running")
+    before = await pod_uids(harness, "example-cluster2")
+
+    # The legacy docs' way to restart a cluster: add an annotation and re-apply.
+    await harness.kubectl("annotate", f"{LEGACY}/example-cluster2", "try=again")
+
+    async def all_replaced() -> set[str] | None:
+        pods = await harness.pods("example-cluster2")
+        uids = {pod["metadata"]["uid"] for pod in pods}
+        return uids if len(pods) == 2 and not uids & before else None
+
+    await harness.eventually(all_replaced, within=90, what="every Pod replaced")
+    await harness.pods_settled("example-cluster2", head=1, workers=1, within=90)
+    await wait_for_phase(harness, "example-cluster2", "Running")
+
+
+async def test_a_spec_that_does_not_convert_is_reported_and_leaves_the_cluster_running(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster.yaml"))
+    await wait_for_phase(harness, "example-cluster", "Running")
+    cluster_before = await harness.get_json(f"{RAY_IO}/example-cluster")
+    pods_before = await pod_uids(harness, "example-cluster")
+
+    patch = {"spec": {"headPodType": "no-such-type"}}
+    await harness.kubectl(
+        "patch", f"{LEGACY}/example-cluster", "--type=merge", "-p", json.dumps(patch)
+    )
+
+    status = await wait_for_phase(harness, "example-cluster", "Error")
+    converted = condition(status, "Converted")
+    assert (converted["status"], converted["reason"]) == ("False", "InvalidSpec")
+    assert "spec.headPodType" in converted["message"]
+    events = await harness.get_json(
+        "events", "--field-selector", "involvedObject.name=example-cluster,type=Warning"
+    )
+    assert any("spec.headPodType" in event["message"] for event in events["items"])
+    # What runs keeps running, untouched.
+    cluster_after = await harness.get_json(f"{RAY_IO}/example-cluster")
+    assert cluster_after["spec"] == cluster_before["spec"]
+    assert await pod_uids(harness, "example-cluster") == pods_before
+
+    # Everyone else is served meanwhile.
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster2.yaml"))
+    await wait_for_phase(harness, "example-cluster2", "Running")
+
+
+async def test_a_ray_cluster_of_the_same_name_that_is_not_ours_is_left_alone(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    theirs = (REPO_ROOT / "samples" / "ray-cluster.mini.yaml").read_text()
+    manifest = yaml.safe_load(theirs)
+    manifest["metadata"]["name"] = "example-cluster"
+    await harness.apply(manifest)
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster.yaml"))
+
+    status = await wait_for_phase(harness, "example-cluster", "Error")
+    converted = condition(status, "Converted")
+    assert (converted["status"], converted["reason"]) == ("False", "RayClusterExists")
+    cluster = await harness.get_json(f"{RAY_IO}/example-cluster")
+    assert not cluster["metadata"].get("ownerReferences")
+    assert cluster["spec"]["workerGroupSpecs"][0]["groupName"] != "worker-node"
+
+
+async def test_deleting_the_legacy_cluster_deletes_its_ray_cluster_and_pods(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster2.yaml"))
+    await wait_for_phase(harness, "example-cluster2", "Running")
+    await harness.pods_settled("example-cluster2", head=1, workers=1)
+
+    await harness.kubectl("delete", f"{LEGACY}/example-cluster2", "--wait=false")
+
+    async def all_gone() -> bool:
+        legacy = await harness.get_json(LEGACY)
+        clusters = await harness.get_json(RAY_IO)
+        pods = await harness.get_json("pods", "-l", "ray.io/cluster=example-cluster2")
+        return not (legacy["items"] or clusters["items"] or pods["items"])
+
+    await harness.eventually(all_gone, within=90, what="the legacy cluster and all under it gone")
+
+
+async def test_plain_log_lines_about_a_legacy_cluster_begin_with_its_name(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    # The legacy docs: `kubectl logs <operator pod> | grep ^example-cluster2:`.
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(PlainFormatter())
+    root = logging.getLogger("ray_operator")
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster2.yaml"))
+        await wait_for_phase(harness, "example-cluster2", "Running")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    about_it = [line for line in lines.getvalue().splitlines() if "RayCluster" in line]
+    assert any(line.startswith("example-cluster2: INFO ") for line in about_it)
+    created = [line for line in about_it if "created RayCluster example-cluster2" in line]
+    assert created
+    assert all(line.startswith("example-cluster2: ") for line in created)
