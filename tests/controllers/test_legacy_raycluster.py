@@ -207,6 +207,23 @@ async def test_a_spec_that_does_not_convert_is_reported_and_leaves_the_cluster_r
     await wait_for_phase(harness, "example-cluster2", "Running")
 
 
+async def test_what_the_conversion_dropped_is_told_in_one_event(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    manifest = legacy_manifest("example_cluster2.yaml")
+    manifest["spec"]["podTypes"][1]["podConfig"]["spec"]["restartPolicy"] = "Always"
+    await apply_legacy(harness, manifest)
+    await wait_for_phase(harness, "example-cluster2", "Running")
+
+    events = await harness.get_json(
+        "events", "--field-selector", "involvedObject.name=example-cluster2"
+    )
+    told = [e for e in events["items"] if e["reason"] == "ConvertedWithWarnings"]
+    assert len(told) == 1
+    assert told[0]["type"] == "Normal"
+    assert "spec.podTypes[1].podConfig.spec.restartPolicy" in told[0]["message"]
+
+
 async def test_a_ray_cluster_of_the_same_name_that_is_not_ours_is_left_alone(
     harness: Harness, legacy_operator: Operator
 ) -> None:
