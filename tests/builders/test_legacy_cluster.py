@@ -11,7 +11,10 @@ from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.legacy_cluster import (
     LEGACY_ANNOTATIONS_HASH_ANNOTATION,
     LEGACY_SPEC_HASH_ANNOTATION,
+    head_service_changes,
+    is_legacy_operator_pod,
     keep_autoscaler_state,
+    legacy_head_service,
     needs_rewrite,
     owned_cluster,
     rewritten_cluster,
@@ -155,3 +158,63 @@ def test_the_rewritten_object_is_a_put_of_the_stored_one_with_the_new_spec() -> 
     )
     assert body["spec"]["workerGroupSpecs"][0]["minReplicas"] == 1
     assert not needs_rewrite(body, desired)
+
+
+def test_the_legacy_head_service_keeps_its_name_and_ports_and_selects_the_new_head() -> None:
+    source = legacy()
+    source["spec"] = {
+        "headServicePorts": [
+            {"name": "dashboard", "port": 8266, "targetPort": 8265},
+            {"name": "metrics", "port": 8080, "targetPort": 8080},
+        ]
+    }
+    service = legacy_head_service(source)
+    assert service is not None
+    assert service["metadata"]["name"] == "example-cluster-ray-head"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == "legacy-uid"
+    assert service["spec"]["selector"] == {
+        "ray.io/cluster": "example-cluster",
+        "ray.io/node-type": "head",
+    }
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert ports == {
+        "client": (10001, 10001),
+        "dashboard": (8266, 8265),
+        "ray-serve": (8000, 8000),
+        "metrics": (8080, 8080),
+    }
+
+
+def test_no_legacy_head_service_when_its_name_would_be_too_long() -> None:
+    source = legacy()
+    source["metadata"]["name"] = "c" * 55
+    assert legacy_head_service(source) is None
+
+
+def test_the_legacy_operators_head_service_is_repointed_and_then_left_as_it_is() -> None:
+    desired = legacy_head_service(legacy())
+    assert desired is not None
+    theirs = {
+        "spec": {
+            "selector": {"component": "example-cluster-ray-head"},
+            "ports": copy.deepcopy(desired["spec"]["ports"]),
+            "clusterIP": "10.0.0.7",
+        }
+    }
+    assert head_service_changes(theirs, desired["spec"]) == [
+        {"op": "add", "path": "/spec/selector", "value": desired["spec"]["selector"]}
+    ]
+    stored = copy.deepcopy(theirs)
+    stored["spec"]["selector"] = desired["spec"]["selector"]
+    assert head_service_changes(stored, desired["spec"]) == []
+
+
+def test_only_pods_the_legacy_object_controls_are_the_legacy_operators() -> None:
+    def pod(uid: str, *, controller: bool = True) -> dict[str, Any]:
+        reference = {"uid": uid, "controller": controller, "kind": "RayCluster"}
+        return {"metadata": {"name": "p", "ownerReferences": [reference]}}
+
+    assert is_legacy_operator_pod(pod("legacy-uid"), legacy())
+    assert not is_legacy_operator_pod(pod("ray-io-cluster-uid"), legacy())
+    assert not is_legacy_operator_pod(pod("legacy-uid", controller=False), legacy())
+    assert not is_legacy_operator_pod({"metadata": {"name": "p"}}, legacy())

@@ -259,6 +259,119 @@ async def test_deleting_the_legacy_cluster_deletes_its_ray_cluster_and_pods(
     await harness.eventually(all_gone, within=90, what="the legacy cluster and all under it gone")
 
 
+def legacy_operator_leftovers(legacy: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the legacy Python operator made for `legacy`: its head and worker Pods (tagged by
+    Ray's autoscaler, controlled by the legacy object, kept alive by `sleep infinity`) and its
+    `<name>-ray-head` Service."""
+    name, uid = legacy["metadata"]["name"], legacy["metadata"]["uid"]
+    owner = {
+        "apiVersion": "cluster.ray.io/v1",
+        "kind": "RayCluster",
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-ray-{kind}-legacy{index}",
+                "labels": {
+                    "ray-cluster-name": name,
+                    "ray-node-type": kind,
+                    "cluster.ray.io/component": f"{name}-ray-{kind}",
+                },
+                "ownerReferences": [owner],
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ray-node",
+                        "image": "rayproject/ray:1.13.0",
+                        "command": ["/bin/bash", "-c", "--"],
+                        "args": ["trap : TERM INT; sleep infinity & wait;"],
+                    }
+                ]
+            },
+        }
+        for index, kind in enumerate(("head", "worker"))
+    ]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-ray-head", "ownerReferences": [owner]},
+        "spec": {
+            "selector": {"cluster.ray.io/component": f"{name}-ray-head"},
+            "ports": [
+                {"name": "client", "protocol": "TCP", "port": 10001, "targetPort": 10001},
+                {"name": "dashboard", "protocol": "TCP", "port": 8265, "targetPort": 8265},
+                {"name": "ray-serve", "protocol": "TCP", "port": 8000, "targetPort": 8000},
+            ],
+        },
+    }
+    return [*pods, service]
+
+
+async def test_taking_over_from_the_legacy_operator_retires_its_pods_and_keeps_its_service(
+    harness: Harness, control_plane: LocalControlPlane, namespace: str
+) -> None:
+    # The legacy operator ran here: the object, its Pods, its head Service. Then it was stopped.
+    await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster2.yaml"))
+    legacy = await harness.get_json(f"{LEGACY}/example-cluster2")
+    for leftover in legacy_operator_leftovers(legacy):
+        await harness.kubectl("create", "-f", "-", input_text=json.dumps(leftover))
+
+    api = await load_api_client(control_plane.kubeconfig)
+    settings = dataclasses.replace(
+        operator_settings(control_plane.kubeconfig, namespace), legacy_clusters=True
+    )
+    replica = Operator(
+        settings, api=api, controllers=[LegacyRayClusterController, RayClusterController]
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(replica.run(stop), name="legacy-takeover")
+    try:
+        await wait_for_phase(harness, "example-cluster2", "Running")
+
+        async def legacy_pods_gone() -> bool:
+            listed = await harness.get_json("pods", "-l", "ray-cluster-name=example-cluster2")
+            return not listed["items"]
+
+        await harness.eventually(legacy_pods_gone, what="the legacy operator's Pods deleted")
+        # Workloads still reach ray://example-cluster2-ray-head:10001: it selects the new head.
+        service = await harness.get_json("service/example-cluster2-ray-head")
+        assert service["spec"]["selector"] == {
+            "ray.io/cluster": "example-cluster2",
+            "ray.io/node-type": "head",
+        }
+        assert [p["port"] for p in service["spec"]["ports"]] == [10001, 8265, 8000]
+        await harness.pods_settled("example-cluster2", head=1, workers=1)
+        reasons = {
+            event["reason"]
+            for event in (
+                await harness.get_json(
+                    "events", "--field-selector", "involvedObject.name=example-cluster2"
+                )
+            )["items"]
+        }
+        assert {"DeletedLegacyOperatorPods", "RepointedLegacyHeadService"} <= reasons
+
+        # Deleting the legacy object takes its head Service too (no garbage collector here).
+        await harness.kubectl("delete", f"{LEGACY}/example-cluster2", "--wait=false")
+
+        async def service_gone() -> bool:
+            found = await harness.get_json("services")
+            return not [s for s in found["items"] if s["metadata"]["name"].startswith("example")]
+
+        await harness.eventually(service_gone, within=90, what="the legacy head Service deleted")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, timeout=30) == 0
+        await api.close()
+
+
 async def test_plain_log_lines_about_a_legacy_cluster_begin_with_its_name(
     harness: Harness, legacy_operator: Operator
 ) -> None:

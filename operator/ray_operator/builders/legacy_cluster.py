@@ -12,7 +12,18 @@ cluster (`legacy.conversion`), owned by the legacy object and stamped with two h
 
 When the RayCluster is rewritten, each worker group that stays keeps the replicas (within its new
 bounds) and the pending `workersToDelete` that the autoscaler set: a spec edit must not undo a
-scale-up. Pure: no I/O; O(size of the spec).
+scale-up.
+
+Two things the legacy operator made are carried over:
+- its head Service `<name>-ray-head` (`legacy_head_service`): workloads reach the cluster as
+  `ray://example-cluster-ray-head:10001` and users port-forward to it, so the Service stays, with
+  the legacy ports (client 10001, dashboard 8265, ray-serve 8000, and `headServicePorts` by name),
+  selecting the new head Pod;
+- its Pods (`is_legacy_operator_pod`): controlled by the legacy object and labelled
+  `ray-cluster-name` (Ray's autoscaler tag); once the new cluster is ready they are deleted, so a
+  migration does not run every cluster twice.
+
+Pure: no I/O; O(size of the spec).
 """
 
 from __future__ import annotations
@@ -23,12 +34,21 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from ray_operator import labels as names
 from ray_operator.builders.rayjob import owner_reference
 
 JSON = dict[str, Any]
 
 LEGACY_SPEC_HASH_ANNOTATION: Final = "ray-operator.io/legacy-spec-hash"
 LEGACY_ANNOTATIONS_HASH_ANNOTATION: Final = "ray-operator.io/legacy-annotations-hash"
+
+LEGACY_CLUSTER_NAME_LABEL: Final = "ray-cluster-name"
+"""The legacy autoscaler's tag on every Pod it launched (`ray.autoscaler.tags`)."""
+
+LEGACY_HEAD_SERVICE_PORTS: Final = (("client", 10001), ("dashboard", 8265), ("ray-serve", 8000))
+"""The legacy operator's head Service ports (Ray's autoscaler/kubernetes/defaults.yaml)."""
+
+MAX_SERVICE_NAME_LENGTH: Final = 63
 
 # Rewritten by every `kubectl apply`: a spec edit re-applied must update the cluster, not restart
 # it; only the user's own annotations count.
@@ -122,3 +142,80 @@ def _spec_hash(cluster: Mapping[str, Any]) -> str | None:
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def legacy_head_service_name(legacy: Mapping[str, Any]) -> str:
+    """`<name>-ray-head`, the legacy operator's head Service."""
+    return f"{legacy['metadata']['name']}-ray-head"
+
+
+def legacy_head_service(legacy: Mapping[str, Any]) -> JSON | None:
+    """The legacy head Service, selecting the head Pod of the RayCluster that serves `legacy`;
+    None when the name would be no DNS label (a legacy name above 54 characters)."""
+    name = legacy_head_service_name(legacy)
+    if len(name) > MAX_SERVICE_NAME_LENGTH:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": legacy["metadata"]["namespace"],
+            "ownerReferences": [owner_reference(legacy)],
+        },
+        "spec": legacy_head_service_spec(legacy),
+    }
+
+
+def legacy_head_service_spec(legacy: Mapping[str, Any]) -> JSON:
+    """Selector and ports of the legacy head Service: the defaults, overridden and extended by
+    `spec.headServicePorts` by name, as the legacy operator merged them."""
+    ports: dict[str, tuple[Any, Any]] = {
+        name: (port, port) for name, port in LEGACY_HEAD_SERVICE_PORTS
+    }
+    for entry in (legacy.get("spec") or {}).get("headServicePorts") or ():
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            ports[entry["name"]] = (entry.get("port"), entry.get("targetPort"))
+    return {
+        "selector": {
+            names.CLUSTER_LABEL: legacy["metadata"]["name"],
+            names.NODE_TYPE_LABEL: "head",
+        },
+        "ports": [
+            {"name": name, "protocol": "TCP", "port": port, "targetPort": target}
+            for name, (port, target) in ports.items()
+        ],
+    }
+
+
+def head_service_changes(existing: Mapping[str, Any], spec: Mapping[str, Any]) -> list[JSON]:
+    """JSON patch operations that make `existing`'s selector and ports `spec`'s (none when they
+    are): the legacy operator's Service selected its own head Pod."""
+    current = existing.get("spec") or {}
+    operations: list[JSON] = []
+    for field in ("selector", "ports"):
+        if _comparable_ports(current.get(field)) != _comparable_ports(spec[field]):
+            operations.append({"op": "add", "path": f"/spec/{field}", "value": spec[field]})
+    return operations
+
+
+def is_legacy_operator_pod(pod: Mapping[str, Any], legacy: Mapping[str, Any]) -> bool:
+    """Whether the legacy operator launched `pod` for `legacy`: controlled by the legacy object
+    (the RayCluster's Pods are controlled by the RayCluster)."""
+    uid = legacy["metadata"].get("uid")
+    return any(
+        ref.get("uid") == uid and ref.get("controller")
+        for ref in (pod.get("metadata") or {}).get("ownerReferences") or ()
+    )
+
+
+def _comparable_ports(value: Any) -> Any:
+    """Ports as the API server stores them carry nodePort-less defaults we never set: compare
+    only what we set."""
+    if not isinstance(value, list):
+        return value
+    keys = ("name", "protocol", "port", "targetPort")
+    return [
+        {key: port.get(key) for key in keys} if isinstance(port, Mapping) else port
+        for port in value
+    ]
