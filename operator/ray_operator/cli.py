@@ -251,9 +251,16 @@ def _dev(args: argparse.Namespace) -> int:
         print(
             f"\nCRDs installed. In another shell:\n    export KUBECONFIG={kubeconfig}\n"
             "    kubectl apply -f samples/ray-cluster.mini.yaml\n"
-            "    kubectl get rayclusters,pods\n",
+            "    kubectl get rayclusters.ray.io,pods\n",
             flush=True,
         )
+        if args.legacy_clusters:
+            print(
+                "Legacy cluster.ray.io/v1 RayClusters are served too:\n"
+                "    kubectl apply -f samples/legacy/ray-cluster.legacy.yaml\n"
+                "    kubectl get rayclusters.cluster.ray.io\n",
+                flush=True,
+            )
         return _run(args, local_ray=_local_ray_options(args, control_plane))
     finally:
         if control_plane is not None:

@@ -136,6 +136,17 @@ async def test_both_legacy_examples_applied_unchanged_run_as_ready_ray_clusters(
         assert all(f'"{name}"' in after.split(" --")[0].replace("\\", "") for name in resources)
 
 
+async def test_the_legacy_sample_runs_as_its_comment_says(
+    harness: Harness, legacy_operator: Operator
+) -> None:
+    sample = REPO_ROOT / "samples" / "legacy" / "ray-cluster.legacy.yaml"
+    await harness.kubectl("apply", "--validate=strict", "-f", str(sample))
+    await wait_for_phase(harness, "legacy-mini", "Running")
+    await harness.pods_settled("legacy-mini", head=1, workers=1)
+    events = await harness.get_json("events", "--field-selector", "involvedObject.name=legacy-mini")
+    assert not [e for e in events["items"] if e["reason"] == "ConvertedWithWarnings"]
+
+
 async def test_editing_and_reapplying_updates_the_cluster_without_restarting_it(
     harness: Harness, legacy_operator: Operator
 ) -> None:
