@@ -41,7 +41,13 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import OPTIONAL_KINDS, WATCHED_KINDS, Kind, watch_selectors
+from ray_operator.runtime.kinds import (
+    LEGACY_RAY_CLUSTER,
+    OPTIONAL_KINDS,
+    WATCHED_KINDS,
+    Kind,
+    watch_selectors,
+)
 from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store, StoreView
@@ -107,13 +113,14 @@ async def _main(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    watches = sum(len(watch_selectors(kind)) for kind in WATCHED_KINDS)
+    wanted = watched_kinds(settings)
+    watches = sum(len(watch_selectors(kind)) for kind in wanted)
     api = await load_api_client(
         settings.kubeconfig, watches=watches * max(1, len(settings.namespaces))
     )
     try:
         kinds = await served_kinds(
-            KubeClient(api, metrics=Metrics()), WATCHED_KINDS, namespaces=settings.namespaces
+            KubeClient(api, metrics=Metrics()), wanted, namespaces=settings.namespaces
         )
         operator = Operator(
             settings, api=api, controllers=controllers, components=components, kinds=kinds
@@ -121,6 +128,12 @@ async def _main(
         return await operator.run(stop)
     finally:
         await api.close()
+
+
+def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
+    """The kinds a replica caches: the default ones, and the legacy RayCluster when it serves
+    that kind (`--legacy-clusters`)."""
+    return (*WATCHED_KINDS, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else WATCHED_KINDS
 
 
 SERVED_PROBE_SECONDS = 30.0
@@ -188,9 +201,10 @@ class Operator:
         controllers: Sequence[ControllerFactory] = (),
         components: Sequence[ComponentFactory] = (),
         metrics: Metrics | None = None,
-        kinds: Sequence[Kind] = WATCHED_KINDS,
+        kinds: Sequence[Kind] | None = None,
     ) -> None:
         self.settings = settings
+        kinds = watched_kinds(settings) if kinds is None else kinds
         self.metrics = metrics or Metrics()
         self.store = Store()
         self.metrics.watch_resources(self.store)

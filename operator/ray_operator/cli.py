@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -192,7 +193,7 @@ def controllers_for(
 ) -> list[ControllerFactory]:
     """The RayCluster, RayJob, RayService and RayServeGraph controllers, reaching dashboards
     (local Ray clusters first, when the agent runs) and fetching graph documents as
-    configured."""
+    configured; the legacy RayCluster controller with `--legacy-clusters`."""
     from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.controllers.rayjob import rayjob_controller
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
@@ -209,7 +210,13 @@ def controllers_for(
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
     limits = ClusterLimits(max_pods_per_cluster=settings.max_pods_per_cluster)
+    legacy: list[ControllerFactory] = []
+    if settings.legacy_clusters:
+        from ray_operator.controllers.legacy_raycluster import legacy_raycluster_controller
+
+        legacy.append(legacy_raycluster_controller())
     return [
+        *legacy,
         functools.partial(RayClusterController, limits=limits),
         rayjob_controller(resolver=resolver, limits=limits),
         rayservice_controller(resolver=resolver, limits=limits),
@@ -241,13 +248,20 @@ def _dev(args: argparse.Namespace) -> int:
             args.webhook_url_base = f"https://127.0.0.1:{args.webhook_port}"
     kubeconfig = args.kubeconfig or os.environ["KUBECONFIG"]
     try:
-        install_crds(Path(kubeconfig))
+        install_crds(Path(kubeconfig), legacy=args.legacy_clusters)
         print(
             f"\nCRDs installed. In another shell:\n    export KUBECONFIG={kubeconfig}\n"
             "    kubectl apply -f samples/ray-cluster.mini.yaml\n"
-            "    kubectl get rayclusters,pods\n",
+            "    kubectl get rayclusters.ray.io,pods\n",
             flush=True,
         )
+        if args.legacy_clusters:
+            print(
+                "Legacy cluster.ray.io/v1 RayClusters are served too:\n"
+                "    kubectl apply -f samples/legacy/ray-cluster.legacy.yaml\n"
+                "    kubectl get rayclusters.cluster.ray.io\n",
+                flush=True,
+            )
         return _run(args, local_ray=_local_ray_options(args, control_plane))
     finally:
         if control_plane is not None:
@@ -290,8 +304,9 @@ def _local_ray_options(
     )
 
 
-def install_crds(kubeconfig: Path) -> None:
-    """Apply crd/ with server-side apply and wait until the API server serves the kinds."""
+def install_crds(kubeconfig: Path, *, legacy: bool = False) -> None:
+    """Apply crd/ (crd/legacy/ too when `legacy`) with server-side apply and wait until the API
+    server serves the kinds."""
     from ray_operator.crds import crd_files, crd_names
 
     kubectl = shutil.which("kubectl")
@@ -305,22 +320,26 @@ def install_crds(kubeconfig: Path) -> None:
             "--server-side",
             "--force-conflicts",
             "--field-manager=ray-operator",
-            *(f"--filename={path}" for path in crd_files()),
+            *(f"--filename={path}" for path in crd_files(legacy=legacy)),
         ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    subprocess.run(
-        [
-            *base,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            *(f"crd/{name}" for name in crd_names()),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    wait = [
+        *base,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        *(f"crd/{name}" for name in crd_names(legacy=legacy)),
+    ]
+    # A CRD applied a moment ago may have no conditions yet, which `kubectl wait` takes for an
+    # error rather than for "not yet": ask again a few times.
+    for attempt in range(5):
+        waited = subprocess.run(wait, check=False, capture_output=True, text=True)
+        if waited.returncode == 0:
+            return
+        time.sleep(0.5 * (attempt + 1))
+    raise SystemExit(f"the CRDs did not become established: {waited.stderr.strip()}")
 
 
 def _local_start(args: argparse.Namespace) -> int:

@@ -7,6 +7,9 @@ Controllers therefore just `logger.info("creating head pod")`. Code outside a re
 `extra={"object": "ns/name"}` or writes the prefix itself.
 
 JSON lines carry `time`, `level`, `logger`, `object` (when known), `message` and `exc_info`.
+Plain lines are the legacy operator's habit kept for its users' scripts: the object's name first
+(`example-cluster: INFO ray_operator.x [ns]: message`, so `grep ^example-cluster:` finds a
+cluster's lines) and no timestamp (`kubectl logs --timestamps` adds the kubelet's).
 Nothing here inspects messages: keeping secrets out of them is the caller's rule.
 """
 
@@ -55,6 +58,25 @@ class TextFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
+class PlainFormatter(logging.Formatter):
+    """`example-cluster: INFO ray_operator.x [ns]: message`; `INFO ray_operator.x: message` for
+    lines about no object."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s%(where)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        obj = _object_of(record)
+        if obj is None:
+            record.where = ""
+            return super().formatMessage(record)
+        namespace, _, name = obj.rpartition("/")
+        # Lines that name their object themselves (`ns/name: ...`) would name it twice.
+        record.message = record.message.removeprefix(f"{obj}: ")
+        record.where = f" [{namespace}]" if namespace else ""
+        return f"{name}: {super().formatMessage(record)}"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, for log pipelines."""
 
@@ -73,10 +95,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+FORMATTERS: dict[str, type[logging.Formatter]] = {
+    "text": TextFormatter,
+    "json": JsonFormatter,
+    "plain": PlainFormatter,
+}
+
+
 def configure_logging(*, log_format: str, level: str) -> None:
-    """Route all logging to stderr in `log_format` (`text` or `json`) at `level`."""
+    """Route all logging to stderr in `log_format` (`text`, `json` or `plain`) at `level`."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.setFormatter(FORMATTERS[log_format]())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

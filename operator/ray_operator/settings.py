@@ -63,7 +63,8 @@ class Settings:
     """Seconds after which the API server ends a watch (it is resumed at once); also bounds how
     long a silently stalled watch goes unnoticed (1.2 × this + 30s)."""
     log_format: str = "text"
-    """`text` or `json`."""
+    """`text`, `json`, or `plain`: the legacy Python operator's lines, `<cluster name>: ...`
+    without a timestamp (`kubectl logs --timestamps` adds one), so `grep ^<cluster>:` works."""
     log_level: str = "INFO"
     """DEBUG, INFO, WARNING or ERROR."""
     dashboard_url_overrides: tuple[str, ...] = ()
@@ -84,6 +85,9 @@ class Settings:
     """Port of the RayServeGraph event endpoint (refresh requests, CloudEvents); 0: off."""
     serve_graph_events_address: str = "127.0.0.1"
     """Address the event endpoint listens on (`0.0.0.0`: every interface, e.g. in a Pod)."""
+    legacy_clusters: bool = False
+    """Serve the legacy Python operator's `cluster.ray.io/v1` RayClusters (their CRD is in
+    crd/legacy/): each is converted into a ray.io/v1 RayCluster it owns and kept in step."""
 
 
 def default_identity() -> str:
@@ -205,9 +209,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--log-format",
-        choices=("text", "json"),
+        choices=("text", "json", "plain"),
         default=env("log-format", str, defaults.log_format),
-        help="log line format (default: %(default)s)",
+        help="log line format; plain: `<cluster name>: ...` without a timestamp, as the legacy "
+        "Python operator wrote (default: %(default)s)",
     )
     add(
         "--log-level",
@@ -260,6 +265,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("serve-graph-events-address", str, defaults.serve_graph_events_address),
         help="address the RayServeGraph event endpoint listens on (default: %(default)s)",
     )
+    add(
+        "--legacy-clusters",
+        action=argparse.BooleanOptionalAction,
+        default=env("legacy-clusters", parse_boolean, defaults.legacy_clusters),
+        help="serve the legacy Python operator's cluster.ray.io/v1 RayClusters (apply "
+        "crd/legacy first; config/legacy does) (default: %(default)s)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -300,6 +312,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         serve_graph_allow_loopback=args.serve_graph_allow_loopback,
         serve_graph_events_port=args.serve_graph_events_port,
         serve_graph_events_address=args.serve_graph_events_address,
+        legacy_clusters=args.legacy_clusters,
     )
 
 

@@ -129,8 +129,13 @@ def test_packaged_crds_are_the_crd_directory() -> None:
         (REPO_ROOT / "crd" / "ray-operator.io_rayservegraphs.yaml").read_text(),
         Loader=yaml.CSafeLoader,
     )
+    legacy = yaml.load(
+        (REPO_ROOT / "crd" / "legacy" / "cluster.ray.io_rayclusters.yaml").read_text(),
+        Loader=yaml.CSafeLoader,
+    )
     ray_io = [load_crd(kind) for kind in ("RayCluster", "RayJob", "RayService")]
     assert crd_manifests() == [*ray_io, serve_graph]
+    assert crd_manifests(legacy=True) == [*ray_io, serve_graph, legacy]
 
 
 def test_kubectl_get_shows_the_printer_columns(kubectl: Kubectl, namespace: str) -> None:

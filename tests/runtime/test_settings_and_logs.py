@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from ray_operator.logs import JsonFormatter, TextFormatter, about
+from ray_operator.logs import JsonFormatter, PlainFormatter, TextFormatter, about
 from ray_operator.runtime import ObjectKey
 from ray_operator.settings import (
     Settings,
@@ -61,6 +61,7 @@ def test_flags_set_every_setting() -> None:
         "debug",
         "--identity",
         "me",
+        "--legacy-clusters",
     )
     assert settings == Settings(
         kubeconfig=Path("/k"),
@@ -75,6 +76,7 @@ def test_flags_set_every_setting() -> None:
         log_format="json",
         log_level="DEBUG",
         identity="me",
+        legacy_clusters=True,
     )
 
 
@@ -117,6 +119,22 @@ def test_json_log_lines_carry_the_object_as_a_field() -> None:
     assert entry["message"] == "creating head pod"
     assert entry["level"] == "INFO"
     assert entry["time"].endswith("Z")
+
+
+def test_plain_log_lines_begin_with_the_cluster_name_and_carry_no_timestamp() -> None:
+    # The legacy operator's docs: `kubectl logs ... | grep ^example-cluster2:`.
+    with about(ObjectKey("RayCluster", "ray", "example-cluster2")):
+        line = PlainFormatter().format(record("creating head pod"))
+        named_twice = PlainFormatter().format(record("ray/example-cluster2: deleted Pod p"))
+    assert line == "example-cluster2: INFO ray_operator.test [ray]: creating head pod"
+    assert named_twice == "example-cluster2: INFO ray_operator.test [ray]: deleted Pod p"
+    assert PlainFormatter().format(record("idle")) == "INFO ray_operator.test: idle"
+
+
+def test_the_plain_log_format_is_a_choice_of_the_flag() -> None:
+    assert parse("--log-format", "plain").log_format == "plain"
+    with pytest.raises(SystemExit):
+        parse("--log-format", "fancy")
 
 
 def webhook_options(*argv: str) -> WebhookOptions:

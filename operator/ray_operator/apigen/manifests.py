@@ -40,9 +40,10 @@ class Column:
 
 AGE = Column("age", ".metadata.creationTimestamp", "date")
 
-# The column names are KubeRay's, so scripts that parse `kubectl get` output keep working.
+# By CRD name: two groups have a RayCluster. The column names are KubeRay's (the legacy
+# operator's for cluster.ray.io), so scripts that parse `kubectl get` output keep working.
 PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
-    "RayCluster": (
+    "rayclusters.ray.io": (
         Column(
             "desired workers",
             ".status.desiredWorkerReplicas",
@@ -69,7 +70,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
             description="Cluster IP of the head Service.",
         ),
     ),
-    "RayJob": (
+    "rayjobs.ray.io": (
         Column("job status", ".status.jobStatus", description="Status of the Ray job."),
         Column(
             "deployment status",
@@ -83,7 +84,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("end time", ".status.endTime", description="When the RayJob ended."),
         AGE,
     ),
-    "RayService": (
+    "rayservices.ray.io": (
         Column("service status", ".status.serviceStatus", description="Running when serving."),
         Column(
             "num serve endpoints",
@@ -111,7 +112,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         ),
         AGE,
     ),
-    "RayServeGraph": (
+    "rayservegraphs.ray-operator.io": (
         Column("source", ".spec.source.url", description="URL of the graph document."),
         Column(
             "revision",
@@ -127,10 +128,20 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         ),
         AGE,
     ),
+    "rayclusters.cluster.ray.io": (
+        Column("status", ".status.phase", description="Running, Pending or Error."),
+        AGE,
+        Column(
+            "ray cluster",
+            ".status.rayClusterName",
+            priority=1,
+            description="The ray.io/v1 RayCluster that runs it.",
+        ),
+    ),
 }
 
 # KubeRay's kinds have none; ours gets one, since "rayservegraph" is long to type.
-SHORT_NAMES: dict[str, list[str]] = {"RayServeGraph": ["rsg"]}
+SHORT_NAMES: dict[str, list[str]] = {"rayservegraphs.ray-operator.io": ["rsg"]}
 
 
 def plural(kind: str) -> str:
@@ -143,6 +154,7 @@ def custom_resource_definition(
 ) -> dict[str, Any]:
     """The complete CRD object of `kind`."""
     api = definitions.api
+    crd_name = f"{plural(kind)}.{api.group}"
     names: dict[str, Any] = {
         "categories": ["all"],
         "kind": kind,
@@ -150,12 +162,12 @@ def custom_resource_definition(
         "plural": plural(kind),
         "singular": kind.lower(),
     }
-    if kind in SHORT_NAMES:
-        names["shortNames"] = SHORT_NAMES[kind]
+    if crd_name in SHORT_NAMES:
+        names["shortNames"] = SHORT_NAMES[crd_name]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural(kind)}.{api.group}"},
+        "metadata": {"name": crd_name},
         "spec": {
             "group": api.group,
             "names": names,
@@ -166,7 +178,7 @@ def custom_resource_definition(
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": [
-                        column.render() for column in PRINTER_COLUMNS[kind]
+                        column.render() for column in PRINTER_COLUMNS[crd_name]
                     ],
                     "schema": {
                         "openAPIV3Schema": crd_schema(

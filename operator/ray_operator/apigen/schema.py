@@ -1,8 +1,9 @@
 """The schema of each API as named definitions, and its two renderings: inlined CRD schemas and
 the JSON Schema that the model generator reads.
 
-Our Ray types come from `ray_types.yaml` (ray.io/v1) and `serve_graph_types.yaml`
-(ray-operator.io/v1alpha1, which also uses ray.io types such as RayClusterSpec); every name they
+Our Ray types come from `ray_types.yaml` (ray.io/v1), `serve_graph_types.yaml`
+(ray-operator.io/v1alpha1, which also uses ray.io types such as RayClusterSpec) and
+`legacy_types.yaml` (the legacy operator's cluster.ray.io/v1); every name they
 refer to that is not one of them is a Kubernetes type from `kubernetes.KubernetesTypes`. Both
 renderings start from the same closure of definitions, so the CRDs and the models cannot drift
 apart, and a type two APIs share is defined once.
@@ -25,6 +26,8 @@ Schema = dict[str, Any]
 RAY_TYPES_FILE = Path(__file__).parent / "ray_types.yaml"
 
 SERVE_GRAPH_TYPES_FILE = Path(__file__).parent / "serve_graph_types.yaml"
+
+LEGACY_TYPES_FILE = Path(__file__).parent / "legacy_types.yaml"
 
 KINDS = ("RayCluster", "RayJob", "RayService")
 
@@ -53,6 +56,10 @@ RAY_OPERATOR_IO = Api(
     borrowed_types_files=(RAY_TYPES_FILE,),
 )
 APIS = (RAY_IO, RAY_OPERATOR_IO)
+"""The APIs of crd/'s kustomization, which config/default installs."""
+CLUSTER_RAY_IO = Api("cluster.ray.io", "v1", ("RayCluster",), LEGACY_TYPES_FILE)
+"""The legacy Python operator's RayCluster, served only on request (`--legacy-clusters`): its
+CRD sits apart, in crd/legacy/, installed by the config/legacy component."""
 
 # `$field: Type.field` in a types file: the schema of that field of another type, as it is.
 FIELD_REFERENCE = "$field"

@@ -72,7 +72,7 @@ ControllerFactory = Callable[[ControllerContext], Controller]
 
 def own_key(kind: Kind, obj: Mapping[str, Any], *, of: Kind) -> list[ObjectKey]:
     """`[key of obj]` when `obj` is of kind `of`, else `[]`."""
-    return [ObjectKey.of(obj)] if kind == of else []
+    return [of.key(obj)] if kind == of else []
 
 
 def cluster_key_from_label(obj: Mapping[str, Any]) -> list[ObjectKey]:
@@ -88,7 +88,7 @@ def owner_keys(obj: Mapping[str, Any], *, owner: Kind) -> list[ObjectKey]:
     """The owners of kind `owner` named in `obj`'s ownerReferences (same namespace)."""
     metadata = obj["metadata"]
     return [
-        ObjectKey(owner.kind, metadata.get("namespace", ""), ref["name"])
+        ObjectKey(owner.key_kind, metadata.get("namespace", ""), ref["name"])
         for ref in metadata.get("ownerReferences") or ()
         if ref.get("kind") == owner.kind
         and str(ref.get("apiVersion", "")).rpartition("/")[0] == owner.group

@@ -69,6 +69,19 @@ class Kind(Generic[ObjectT]):
     """The `kind` field of its objects, e.g. `RayCluster`."""
     namespaced: bool = True
     """Whether its objects live in a namespace."""
+    qualified: bool = False
+    """Whether its keys name it with its group (`RayCluster.cluster.ray.io`): another group has
+    a kind of the same name."""
+
+    @property
+    def key_kind(self) -> str:
+        """What names this kind in an `ObjectKey` (and so routes keys to its controller)."""
+        return f"{self.kind}.{self.group}" if self.qualified else self.kind
+
+    def key(self, obj: Mapping[str, Any]) -> ObjectKey:
+        """The key of one of its objects as the API returns it (a plain dict)."""
+        metadata = obj["metadata"]
+        return ObjectKey(self.key_kind, metadata.get("namespace", ""), metadata["name"])
 
     @property
     def api_version(self) -> str:
@@ -91,7 +104,7 @@ class Kind(Generic[ObjectT]):
         return root if name is None else f"{root}/{name}"
 
     def __str__(self) -> str:
-        return self.kind
+        return self.key_kind
 
 
 RAY_CLUSTER: Final[Kind[RayCluster]] = Kind("ray.io", "v1", "rayclusters", "RayCluster")
@@ -124,6 +137,11 @@ RAY_SERVE_GRAPH: Final[Kind[JSON]] = Kind(
     SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION, "rayservegraphs", "RayServeGraph"
 )
 """Our own kind (KubeRay owns `ray.io`): a Serve DAG fetched as protobuf, kept deployed."""
+LEGACY_RAY_CLUSTER: Final[Kind[JSON]] = Kind(
+    "cluster.ray.io", "v1", "rayclusters", "RayCluster", qualified=True
+)
+"""The RayCluster of Ray's legacy Python operator, served with `--legacy-clusters`: converted
+into a ray.io RayCluster of the same name, which it owns."""
 
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
@@ -150,7 +168,10 @@ WATCHED_KINDS: tuple[Kind, ...] = (
 """Kinds the operator caches by default. ConfigMaps only through `BUILDER_CONFIGMAP_SELECTOR`:
 the cache holds the RayServeGraphs' builder modules, never the namespace's other ConfigMaps."""
 
-OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {RAY_SERVE_GRAPH: (CONFIG_MAP,)}
+OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
+    RAY_SERVE_GRAPH: (CONFIG_MAP,),
+    LEGACY_RAY_CLUSTER: (),
+}
 """Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), each
 with the kinds cached only for it. Without the CRD the operator runs without that controller
 instead of waiting forever for a cache that can never list (which would stop every kind)."""

@@ -238,7 +238,7 @@ class Watcher:
                 if listed is None:
                     self._resource_version = self._apply(event) or self._resource_version
                 elif event.type == "ADDED":
-                    self._metrics.watch_events_total.labels(self.kind.kind, event.type).inc()
+                    self._metrics.watch_events_total.labels(self.kind.key_kind, event.type).inc()
                     obj = self.kind.with_type_meta(event.object)
                     listed.append(self._store.keep(self.kind, obj))
                 elif event.type == "BOOKMARK" and _ends_initial_events(event.object):
@@ -290,7 +290,7 @@ class Watcher:
                 self._resource_version = self._apply(event) or self._resource_version
 
     def _apply(self, event: WatchEvent) -> str | None:
-        self._metrics.watch_events_total.labels(self.kind.kind, event.type).inc()
+        self._metrics.watch_events_total.labels(self.kind.key_kind, event.type).inc()
         obj = event.object
         if event.type == "ERROR":
             # The object is a Status; 410 (Gone) means our resume point expired.
@@ -320,10 +320,10 @@ class Watcher:
         return int(self._timeout_seconds * self._rng.uniform(1.0, 1.2))
 
     def _restarted(self, reason: str) -> None:
-        self._metrics.watch_restarts_total.labels(self.kind.kind, reason).inc()
+        self._metrics.watch_restarts_total.labels(self.kind.key_kind, reason).inc()
 
     def _count(self) -> None:
-        self._metrics.cache_objects.labels(self.kind.kind).set(self._store.count(self.kind))
+        self._metrics.cache_objects.labels(self.kind.key_kind).set(self._store.count(self.kind))
 
 
 def _ends_initial_events(bookmark: Mapping[str, Any]) -> bool:

@@ -63,7 +63,7 @@ class Workers:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.queue = queue
-        self._controllers = {controller.kind.kind: controller for controller in controllers}
+        self._controllers = {controller.kind.key_kind: controller for controller in controllers}
         self._metrics = metrics
         self._concurrency = concurrency
         self._sync = sync
@@ -87,7 +87,7 @@ class Workers:
                 # A bug in one key mapper must not stop the watcher that feeds every controller.
                 logger.exception(
                     "%s: the %s key mapper failed on a %s",
-                    ObjectKey.of(change.latest),
+                    change.kind.key(change.latest),
                     controller.kind,
                     change.kind,
                 )
@@ -99,7 +99,7 @@ class Workers:
         """Enqueue every cached object of every controller's kind (leadership start, resync)."""
         for controller in self._controllers.values():
             for obj in store.list(controller.kind):
-                self.queue.add(ObjectKey.of(obj))
+                self.queue.add(controller.kind.key(obj))
 
     async def run(self) -> None:
         """Run the workers until the queue shuts down and in-flight reconciles finish."""
@@ -183,7 +183,7 @@ def _own_key_if_urgent(change: Change) -> ObjectKey | None:
     old, new = change.old, change.new
     latest = change.latest
     metadata = latest.get("metadata") or {}
-    key = ObjectKey(change.kind.kind, metadata.get("namespace", ""), metadata.get("name", ""))
+    key = ObjectKey(change.kind.key_kind, metadata.get("namespace", ""), metadata.get("name", ""))
     if old is None or new is None:
         return key
     if _generation(old) != _generation(new):

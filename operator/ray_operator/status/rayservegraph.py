@@ -121,14 +121,8 @@ def compute_status(old: Object, observed: Observed, *, now: datetime.datetime) -
 
     def mark(kind: str, state: ConditionState) -> None:
         nonlocal conditions
-        conditions = set_condition(
-            conditions,
-            kind,
-            status=state.status,
-            reason=state.reason,
-            message=_short(state.message),
-            now=now,
-            generation=observed.generation,
+        conditions = with_condition(
+            conditions, kind, state, now=now, generation=observed.generation
         )
 
     if observed.fetched is not None:
@@ -147,6 +141,26 @@ def compute_status(old: Object, observed: Observed, *, now: datetime.datetime) -
     _record_deployment(status, observed)
     status["phase"] = phase(conditions, spec_invalid=observed.spec_problem is not None)
     return status
+
+
+def with_condition(
+    conditions: list[JSON],
+    kind: str,
+    state: ConditionState,
+    *,
+    now: datetime.datetime,
+    generation: int,
+) -> list[JSON]:
+    """`conditions` with `kind` set to `state` (its message cut at `MAX_MESSAGE_LENGTH`)."""
+    return set_condition(
+        conditions,
+        kind,
+        status=state.status,
+        reason=state.reason,
+        message=_short(state.message),
+        now=now,
+        generation=generation,
+    )
 
 
 def _keep_true(conditions: Sequence[Object], kind: str, state: ConditionState) -> ConditionState:
@@ -311,4 +325,5 @@ __all__ = [
     "ready_condition",
     "revision",
     "status_changed",
+    "with_condition",
 ]
