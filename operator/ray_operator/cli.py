@@ -214,7 +214,7 @@ def controllers_for(
     if settings.legacy_clusters:
         from ray_operator.controllers.legacy_raycluster import legacy_raycluster_controller
 
-        legacy.append(legacy_raycluster_controller())
+        legacy.append(legacy_raycluster_controller(limits=limits))
     return [
         *legacy,
         functools.partial(RayClusterController, limits=limits),

@@ -23,11 +23,15 @@ import pytest
 import yaml
 from ray_operator.app import Operator
 from ray_operator.cli import install_crds
-from ray_operator.controllers.legacy_raycluster import LegacyRayClusterController
+from ray_operator.controllers.legacy_raycluster import (
+    LegacyRayClusterController,
+    legacy_raycluster_controller,
+)
 from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.logs import PlainFormatter
 from ray_operator.runtime.client import load_api_client
+from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT, running_control_plane
 from tests.controllers.conftest import Harness, operator_settings
@@ -233,6 +237,31 @@ async def test_what_the_conversion_dropped_is_told_in_one_event(
     assert len(told) == 1
     assert told[0]["type"] == "Normal"
     assert "spec.podTypes[1].podConfig.spec.restartPolicy" in told[0]["message"]
+
+
+async def test_a_legacy_cluster_beyond_the_operators_pod_limit_is_refused_by_name(
+    harness: Harness, control_plane: LocalControlPlane, namespace: str
+) -> None:
+    api = await load_api_client(control_plane.kubeconfig)
+    settings = dataclasses.replace(
+        operator_settings(control_plane.kubeconfig, namespace), legacy_clusters=True
+    )
+    limited = legacy_raycluster_controller(limits=ClusterLimits(max_pods_per_cluster=2))
+    replica = Operator(settings, api=api, controllers=[limited, RayClusterController])
+    stop = asyncio.Event()
+    task = asyncio.create_task(replica.run(stop), name="legacy-operator-with-limits")
+    try:
+        # 1 head + 2 workers: one Pod too many.
+        await harness.kubectl("apply", "-f", str(LEGACY_FIXTURES / "example_cluster.yaml"))
+        status = await wait_for_phase(harness, "example-cluster", "Error")
+        converted = condition(status, "Converted")
+        assert converted["reason"] == "InvalidSpec"
+        assert "--max-pods-per-cluster" in converted["message"]
+        assert not (await harness.get_json(RAY_IO))["items"]
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, timeout=30) == 0
+        await api.close()
 
 
 async def test_a_ray_cluster_of_the_same_name_that_is_not_ours_is_left_alone(

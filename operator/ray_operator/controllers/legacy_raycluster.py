@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ from ray_operator.runtime.kinds import (
 )
 from ray_operator.status import legacy as legacy_status
 from ray_operator.status.rayservegraph import ConditionState
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster
@@ -109,8 +111,10 @@ class LegacyRayClusterController:
         self,
         context: ControllerContext,
         *,
+        limits: ClusterLimits = DEFAULT_LIMITS,
         clock: Callable[[], datetime.datetime] | None = None,
     ) -> None:
+        self._limits = limits
         self._store = context.store
         self._client = context.client
         self._events = context.events
@@ -180,11 +184,9 @@ class LegacyRayClusterController:
 
     def _convert(self, legacy: Mapping[str, Any]) -> Converted:
         try:
-            conversion = convert_legacy_cluster(legacy)
+            conversion = convert_legacy_cluster(legacy, limits=self._limits)
         except LegacyConversionError as error:
             return Converted(None, problem="\n".join(str(p) for p in error.problems))
-        # The RayCluster controller checks it against this operator's limits
-        # (`--max-pods-per-cluster`); a cluster beyond them shows here as Ready False.
         warnings = tuple(str(warning) for warning in conversion.warnings)
         return Converted(owned_cluster(legacy, conversion.cluster), warnings=warnings)
 
@@ -421,11 +423,13 @@ class LegacyRayClusterController:
         if not legacy_status.status_changed(old, new):
             return
         patch = {**{key: None for key in old if key not in new}, **new}
-        with contextlib.suppress(NotFound):
+        # Conflict: the object changed since the cache showed it, and that change brings it back
+        # here (level-triggered): nothing is lost by not retrying this write.
+        with contextlib.suppress(NotFound, Conflict):
             await self._client.patch_status(
                 LEGACY_RAY_CLUSTER,
                 metadata["name"],
-                # Decided on this resourceVersion: a stale cache fails with Conflict, retried.
+                # Decided on this resourceVersion: a stale cache makes it fail with Conflict.
                 {"metadata": {"resourceVersion": metadata["resourceVersion"]}, "status": patch},
                 namespace=metadata["namespace"],
             )
@@ -488,6 +492,7 @@ def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or ())
 
 
-def legacy_raycluster_controller() -> ControllerFactory:
-    """The factory `app.run(..., controllers=[...])` takes (with `--legacy-clusters`)."""
-    return LegacyRayClusterController
+def legacy_raycluster_controller(*, limits: ClusterLimits = DEFAULT_LIMITS) -> ControllerFactory:
+    """The factory `app.run(..., controllers=[...])` takes (with `--legacy-clusters`): the
+    conversion holds legacy clusters to the operator's limits (`--max-pods-per-cluster`)."""
+    return functools.partial(LegacyRayClusterController, limits=limits)

@@ -536,7 +536,7 @@ class KubeClient:
 
 def _what(verb: str, kind: Kind, namespace: str | None, name: str | None) -> str:
     target = "/".join(part for part in (namespace, name) if part)
-    return f"{verb} {kind.kind} {target}".rstrip()
+    return f"{verb} {kind.key_kind} {target}".rstrip()
 
 
 def _describe(error: BaseException) -> str:
