@@ -138,6 +138,9 @@ def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
 
 SERVED_PROBE_SECONDS = 30.0
 
+CRD_SOURCES: dict[Kind, str] = {LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)"}
+"""Where the CRD of an optional kind is, when not in crd/."""
+
 
 async def served_kinds(
     client: KubeClient, kinds: Sequence[Kind], *, namespaces: Sequence[str] = ()
@@ -149,14 +152,14 @@ async def served_kinds(
     for kind, companions in OPTIONAL_KINDS.items():
         if kind in kinds and not await _is_served(client, kind, namespaces=namespaces):
             logger.error(
-                "the API server does not serve %s (%s): the CustomResourceDefinition %s.%s is "
-                "not installed, so %ss are not managed; apply crd/ (make run and config/ do) "
-                "and restart the operator",
-                kind,
+                "the API server does not serve %s %s: the CustomResourceDefinition %s.%s is "
+                "not installed, so those objects are not managed; apply %s (make run and "
+                "config/ do) and restart the operator",
                 kind.api_version,
+                kind.kind,
                 kind.plural,
                 kind.group,
-                kind,
+                CRD_SOURCES.get(kind, "crd/"),
             )
             missing |= {kind, *companions}
     return [kind for kind in kinds if kind not in missing]

@@ -8,11 +8,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_operator.app import served_kinds
+from ray_operator.app import served_kinds, watched_kinds
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS
+from ray_operator.runtime.kinds import (
+    CONFIG_MAP,
+    LEGACY_RAY_CLUSTER,
+    RAY_SERVE_GRAPH,
+    WATCHED_KINDS,
+)
+from ray_operator.settings import Settings
 
 from tests.conftest import Kubectl, running_control_plane
 from tests.robustness.observe import OperatorUnderTest
@@ -80,3 +86,19 @@ async def test_served_kinds_drops_only_the_missing_optional_kind_and_its_compani
             assert await served_kinds(KubeClient(api, metrics=Metrics()), WATCHED_KINDS) == expected
         finally:
             await api.close()
+
+
+async def test_legacy_clusters_asked_for_without_their_crd_are_left_out_and_named(
+    control_plane: LocalControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The shared plane has every CRD but the legacy one, which is installed only on request.
+    assert LEGACY_RAY_CLUSTER not in watched_kinds(Settings())
+    wanted = watched_kinds(Settings(legacy_clusters=True))
+    assert wanted == (*WATCHED_KINDS, LEGACY_RAY_CLUSTER)
+    api = await load_api_client(control_plane.kubeconfig)
+    try:
+        assert await served_kinds(KubeClient(api, metrics=Metrics()), wanted) == list(WATCHED_KINDS)
+    finally:
+        await api.close()
+    assert "rayclusters.cluster.ray.io is not installed" in caplog.text
+    assert "apply crd/legacy/" in caplog.text
