@@ -1633,6 +1633,35 @@ class RayClusterUpgradeStrategy(BaseModel):
     """
 
 
+class RayCronJobStatus(BaseModel):
+    """
+    What the schedule last did.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    last_schedule_time: Annotated[str | None, Field(alias="lastScheduleTime")] = None
+    """
+    The scheduled time of the last RayJob created.
+    """
+    last_successful_time: Annotated[str | None, Field(alias="lastSuccessfulTime")] = (
+        None
+    )
+    """
+    The scheduled time of the last RayJob that succeeded.
+    """
+    next_schedule_time: Annotated[str | None, Field(alias="nextScheduleTime")] = None
+    """
+    When the next RayJob will be created (absent while suspended).
+    """
+    active: list[str] | None = None
+    """
+    Names of the RayJobs it created that have not finished.
+    """
+
+
 class RayJobStatusInfo(BaseModel):
     """
     Details of the Ray job from the Ray dashboard.
@@ -2977,6 +3006,57 @@ class RayCluster(BaseModel):
     status: RayClusterStatus | None = None
 
 
+class RayCronJobSpec(BaseModel):
+    """
+    What to run, and when.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    job_template: Annotated[RayJobSpec, Field(alias="jobTemplate")]
+    """
+    The spec of every RayJob the schedule creates.
+    """
+    schedule: Annotated[str, Field(max_length=1024)]
+    """
+    When to create a RayJob, in standard cron form (minute hour day-of-month month day-of-week, with names, ranges, steps and lists), or a descriptor (@yearly, @monthly, @weekly, @daily, @hourly, @every <duration>). The time zone is timeZone's, never a TZ= prefix.
+    """
+    time_zone: Annotated[str | None, Field(alias="timeZone", min_length=1)] = None
+    """
+    The IANA time zone of the schedule (e.g. Asia/Taipei); the operator's own zone when unset.
+    """
+    suspend: bool | None = None
+    """
+    No new RayJobs while true; RayJobs already created run on. Times missed while suspended are not made up.
+    """
+    concurrency_policy: Annotated[
+        Literal["Allow", "Forbid", "Replace"] | None, Field(alias="concurrencyPolicy")
+    ] = None
+    """
+    What a scheduled time does while an earlier RayJob still runs: Allow (create another, KubeRay's only behaviour and the default), Forbid (skip this time) or Replace (delete the running ones, then create). Not a KubeRay field.
+    """
+    starting_deadline_seconds: Annotated[
+        int | None, Field(alias="startingDeadlineSeconds", ge=0)
+    ] = None
+    """
+    How late a missed time may still start its RayJob (after an operator outage or a suspension); later ones are skipped. Unset: the most recent missed time starts, however late. Only the most recent missed time ever starts, never a backlog. Not a KubeRay field.
+    """
+    successful_jobs_history_limit: Annotated[
+        int | None, Field(alias="successfulJobsHistoryLimit", ge=0)
+    ] = None
+    """
+    How many finished, succeeded RayJobs to keep (the oldest are deleted); unset: all, as KubeRay keeps them. Not a KubeRay field.
+    """
+    failed_jobs_history_limit: Annotated[
+        int | None, Field(alias="failedJobsHistoryLimit", ge=0)
+    ] = None
+    """
+    How many finished, failed RayJobs to keep (the oldest are deleted); unset: all. Not a KubeRay field.
+    """
+
+
 class RayJob(BaseModel):
     """
     A Ray job: an entrypoint submitted to a Ray cluster that the RayJob creates for it (or to an existing cluster chosen by clusterSelector), with the cluster's clean-up once the job ends.
@@ -3019,4 +3099,26 @@ class RayService(BaseModel):
     metadata: ObjectMeta | None = None
     spec: RayServiceSpec | None = None
     status: RayServiceStatuses | None = None
+
+
+class RayCronJob(BaseModel):
+    """
+    RayJobs on a schedule: at each time the cron schedule names, in its time zone, the operator creates a RayJob from jobTemplate, named after that time (<name>-<minutes since the epoch>, as KubeRay names them), labelled ray.io/cronjob-name and owned by the RayCronJob.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+    )
+    api_version: Annotated[str | None, Field(alias="apiVersion")] = None
+    """
+    The API version of this object, ray.io/v1.
+    """
+    kind: str | None = None
+    """
+    The kind of this object, RayCronJob.
+    """
+    metadata: ObjectMeta | None = None
+    spec: RayCronJobSpec | None = None
+    status: RayCronJobStatus | None = None
 

@@ -946,6 +946,17 @@ class RayClusterUpgradeStrategy(TypedDict):
     type: NotRequired[Literal["Recreate", "None"]]
 
 
+class RayCronJobStatus(TypedDict):
+    """
+    What the schedule last did.
+    """
+
+    lastScheduleTime: NotRequired[str]
+    lastSuccessfulTime: NotRequired[str]
+    nextScheduleTime: NotRequired[str]
+    active: NotRequired[list[str]]
+
+
 class RayJobStatusInfo(TypedDict):
     """
     Details of the Ray job from the Ray dashboard.
@@ -1550,6 +1561,21 @@ class RayCluster(TypedDict):
     status: NotRequired[RayClusterStatus]
 
 
+class RayCronJobSpec(TypedDict):
+    """
+    What to run, and when.
+    """
+
+    jobTemplate: RayJobSpec
+    schedule: str
+    timeZone: NotRequired[str]
+    suspend: NotRequired[bool]
+    concurrencyPolicy: NotRequired[Literal["Allow", "Forbid", "Replace"]]
+    startingDeadlineSeconds: NotRequired[int]
+    successfulJobsHistoryLimit: NotRequired[int]
+    failedJobsHistoryLimit: NotRequired[int]
+
+
 class RayJob(TypedDict):
     """
     A Ray job: an entrypoint submitted to a Ray cluster that the RayJob creates for it (or to an existing cluster chosen by clusterSelector), with the cluster's clean-up once the job ends.
@@ -1572,4 +1598,16 @@ class RayService(TypedDict):
     metadata: NotRequired[ObjectMeta]
     spec: NotRequired[RayServiceSpec]
     status: NotRequired[RayServiceStatuses]
+
+
+class RayCronJob(TypedDict):
+    """
+    RayJobs on a schedule: at each time the cron schedule names, in its time zone, the operator creates a RayJob from jobTemplate, named after that time (<name>-<minutes since the epoch>, as KubeRay names them), labelled ray.io/cronjob-name and owned by the RayCronJob.
+    """
+
+    apiVersion: NotRequired[str]
+    kind: NotRequired[str]
+    metadata: NotRequired[ObjectMeta]
+    spec: NotRequired[RayCronJobSpec]
+    status: NotRequired[RayCronJobStatus]
 

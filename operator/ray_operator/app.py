@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import uvloop
 
+from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
 from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
@@ -44,6 +45,7 @@ from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import (
     LEGACY_RAY_CLUSTER,
     OPTIONAL_KINDS,
+    RAY_CRON_JOB,
     WATCHED_KINDS,
     Kind,
     watch_selectors,
@@ -131,9 +133,12 @@ async def _main(
 
 
 def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
-    """The kinds a replica caches: the default ones, and the legacy RayCluster when it serves
-    that kind (`--legacy-clusters`)."""
-    return (*WATCHED_KINDS, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else WATCHED_KINDS
+    """The kinds a replica caches: the default ones (RayCronJobs only with their feature gate
+    on), and the legacy RayCluster when it serves that kind (`--legacy-clusters`)."""
+    kinds = WATCHED_KINDS
+    if not settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
+        kinds = tuple(kind for kind in kinds if kind != RAY_CRON_JOB)
+    return (*kinds, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else kinds
 
 
 SERVED_PROBE_SECONDS = 30.0

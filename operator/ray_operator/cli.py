@@ -193,12 +193,14 @@ def controllers_for(
 ) -> list[ControllerFactory]:
     """The RayCluster, RayJob, RayService and RayServeGraph controllers, reaching dashboards
     (local Ray clusters first, when the agent runs) and fetching graph documents as
-    configured; the legacy RayCluster controller with `--legacy-clusters`."""
+    configured; the RayCronJob controller unless its feature gate is off; the legacy
+    RayCluster controller with `--legacy-clusters`."""
     from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.controllers.rayjob import rayjob_controller
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
     from ray_operator.controllers.rayservice import rayservice_controller
     from ray_operator.dashboard.resolver import resolver_from_overrides
+    from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
     from ray_operator.servegraph.fetch import FetchPolicy
     from ray_operator.validation.limits import ClusterLimits
 
@@ -210,13 +212,17 @@ def controllers_for(
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
     limits = ClusterLimits(max_pods_per_cluster=settings.max_pods_per_cluster)
-    legacy: list[ControllerFactory] = []
+    optional: list[ControllerFactory] = []
+    if settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
+        from ray_operator.controllers.raycronjob import raycronjob_controller
+
+        optional.append(raycronjob_controller(limits=limits))
     if settings.legacy_clusters:
         from ray_operator.controllers.legacy_raycluster import legacy_raycluster_controller
 
-        legacy.append(legacy_raycluster_controller(limits=limits))
+        optional.append(legacy_raycluster_controller(limits=limits))
     return [
-        *legacy,
+        *optional,
         functools.partial(RayClusterController, limits=limits),
         rayjob_controller(resolver=resolver, limits=limits),
         rayservice_controller(resolver=resolver, limits=limits),

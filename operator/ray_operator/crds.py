@@ -1,6 +1,6 @@
 """The CustomResourceDefinitions that `make run` and the tests install: ray.io/v1 (RayCluster,
-RayJob, RayService) and ray-operator.io/v1alpha1 (RayServeGraph); and on request the legacy
-operator's cluster.ray.io/v1 RayCluster (served with `--legacy-clusters`).
+RayJob, RayService, RayCronJob) and ray-operator.io/v1alpha1 (RayServeGraph); and on request
+the legacy operator's cluster.ray.io/v1 RayCluster (served with `--legacy-clusters`).
 
 The legacy CRD is never installed by default: with it, `kubectl get rayclusters` resolves to
 cluster.ray.io (kubectl takes the first group in alphabetical order), not to ray.io.

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
+
 ENV_PREFIX = "RAY_OPERATOR_"
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -85,6 +87,8 @@ class Settings:
     """Port of the RayServeGraph event endpoint (refresh requests, CloudEvents); 0: off."""
     serve_graph_events_address: str = "127.0.0.1"
     """Address the event endpoint listens on (`0.0.0.0`: every interface, e.g. in a Pod)."""
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    """KubeRay's feature gates (`--feature-gates`), as this operator honours them (`features`)."""
     legacy_clusters: bool = False
     """Serve the legacy Python operator's `cluster.ray.io/v1` RayClusters (their CRD is in
     crd/legacy/): each is converted into a ray.io/v1 RayCluster it owns and kept in step."""
@@ -266,6 +270,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="address the RayServeGraph event endpoint listens on (default: %(default)s)",
     )
     add(
+        "--feature-gates",
+        type=_feature_gates,
+        default=env("feature-gates", _feature_gates, defaults.feature_gates),
+        help="KubeRay's feature gates, <gate>=true|false,... (RayCronJob is on by default; "
+        "gates this operator cannot honour are refused by name)",
+    )
+    add(
         "--legacy-clusters",
         action=argparse.BooleanOptionalAction,
         default=env("legacy-clusters", parse_boolean, defaults.legacy_clusters),
@@ -312,6 +323,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         serve_graph_allow_loopback=args.serve_graph_allow_loopback,
         serve_graph_events_port=args.serve_graph_events_port,
         serve_graph_events_address=args.serve_graph_events_address,
+        feature_gates=args.feature_gates,
         legacy_clusters=args.legacy_clusters,
     )
 
@@ -346,6 +358,13 @@ def env_default(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
     """The default of `--<flag>`: `RAY_OPERATOR_<FLAG>` converted when set, else `default`."""
     raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
     return default if raw is None else convert(raw)
+
+
+def _feature_gates(raw: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(raw)
+    except InvalidFeatureGatesError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_boolean(raw: str) -> bool:

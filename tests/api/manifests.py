@@ -14,10 +14,14 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = REPO_ROOT / "samples"
 KUBERAY_SAMPLES = REPO_ROOT.parent / "shared" / "fixtures" / "kuberay-samples"
 
-MODELS: dict[str, type[v1.RayCluster | v1.RayJob | v1.RayService | v1alpha1.RayServeGraph]] = {
+MODELS: dict[
+    str,
+    type[v1.RayCluster | v1.RayJob | v1.RayService | v1.RayCronJob | v1alpha1.RayServeGraph],
+] = {
     "RayCluster": v1.RayCluster,
     "RayJob": v1.RayJob,
     "RayService": v1.RayService,
+    "RayCronJob": v1.RayCronJob,
     "RayServeGraph": v1alpha1.RayServeGraph,
 }
 

@@ -22,6 +22,7 @@ CRD_FILES = {
     "RayCluster": REPO_ROOT / "crd" / "ray.io_rayclusters.yaml",
     "RayJob": REPO_ROOT / "crd" / "ray.io_rayjobs.yaml",
     "RayService": REPO_ROOT / "crd" / "ray.io_rayservices.yaml",
+    "RayCronJob": REPO_ROOT / "crd" / "ray.io_raycronjobs.yaml",
 }
 
 
@@ -133,7 +134,7 @@ def test_packaged_crds_are_the_crd_directory() -> None:
         (REPO_ROOT / "crd" / "legacy" / "cluster.ray.io_rayclusters.yaml").read_text(),
         Loader=yaml.CSafeLoader,
     )
-    ray_io = [load_crd(kind) for kind in ("RayCluster", "RayJob", "RayService")]
+    ray_io = [load_crd(kind) for kind in ("RayCluster", "RayCronJob", "RayJob", "RayService")]
     assert crd_manifests() == [*ray_io, serve_graph]
     assert crd_manifests(legacy=True) == [*ray_io, serve_graph, legacy]
 

@@ -47,7 +47,7 @@ def test_manifest_is_accepted_by_the_api_server_with_strict_validation(
 @pytest.mark.parametrize("path", manifest_files())
 def test_manifest_round_trips_through_the_models(path: Path) -> None:
     ray_objects = ray_documents(path)
-    assert ray_objects, f"{path.name} holds no RayCluster, RayJob or RayService"
+    assert ray_objects, f"{path.name} holds no Ray object"
     for document in ray_objects:
         assert round_trip(document) == document
 

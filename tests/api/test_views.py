@@ -29,6 +29,7 @@ KINDS = {
     "rayclusters": v1_views.RayCluster,
     "rayjobs": v1_views.RayJob,
     "rayservices": v1_views.RayService,
+    "raycronjobs": v1_views.RayCronJob,
 }
 
 

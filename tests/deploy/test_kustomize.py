@@ -27,7 +27,7 @@ from tests.deploy.manifests import (
     the,
 )
 
-RAY_KINDS = ("raycluster", "rayjob", "rayservice")
+RAY_KINDS = ("raycluster", "rayjob", "rayservice", "raycronjob")
 CLUSTER_SCOPED = {
     "Namespace",
     "CustomResourceDefinition",
@@ -90,6 +90,7 @@ def test_crd_base_installs_the_ray_and_serve_graph_crds_and_the_user_roles() -> 
         m["metadata"]["name"] for m in of_kind(manifests, "CustomResourceDefinition")
     ) == [
         "rayclusters.ray.io",
+        "raycronjobs.ray.io",
         "rayjobs.ray.io",
         "rayservegraphs.ray-operator.io",
         "rayservices.ray.io",

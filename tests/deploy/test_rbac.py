@@ -32,12 +32,22 @@ OPERATOR = service_account_user(DEFAULT_NAMESPACE)
 WORKLOAD_NEEDS = [
     *[
         (verb, kind, None)
-        for kind in ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
+        for kind in (
+            "rayclusters.ray.io",
+            "rayjobs.ray.io",
+            "rayservices.ray.io",
+            "raycronjobs.ray.io",
+        )
         for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
     ],
     *[
         (verb, kind, "status")
-        for kind in ("rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io")
+        for kind in (
+            "rayclusters.ray.io",
+            "rayjobs.ray.io",
+            "rayservices.ray.io",
+            "raycronjobs.ray.io",
+        )
         for verb in ("get", "update", "patch")
     ],
     ("update", "rayclusters.ray.io", "finalizers"),

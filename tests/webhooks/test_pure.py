@@ -98,7 +98,7 @@ def test_in_cluster_configurations_fail_closed_and_skip_the_operator_namespace()
     endpoint = WebhookEndpoint(service_namespace="ray-system")
     validating, mutating = webhook_configurations(endpoint, ca_bundle=b"PEM")
     for configuration in (validating, mutating):
-        assert len(configuration["webhooks"]) == 4  # the ray.io three and RayServeGraph
+        assert len(configuration["webhooks"]) == 5  # the ray.io four and RayServeGraph
         for webhook in configuration["webhooks"]:
             assert webhook["failurePolicy"] == "Fail"
             assert webhook["timeoutSeconds"] == 5
@@ -119,6 +119,7 @@ def test_in_cluster_configurations_fail_closed_and_skip_the_operator_namespace()
         "/validate-ray-io-v1-raycluster",
         "/validate-ray-io-v1-rayjob",
         "/validate-ray-io-v1-rayservice",
+        "/validate-ray-io-v1-raycronjob",
         "/validate-ray-operator-io-v1alpha1-rayservegraph",
     ]
 
@@ -130,6 +131,7 @@ def test_out_of_cluster_configurations_call_the_url() -> None:
         "https://127.0.0.1:9443/mutate-ray-io-v1-raycluster",
         "https://127.0.0.1:9443/mutate-ray-io-v1-rayjob",
         "https://127.0.0.1:9443/mutate-ray-io-v1-rayservice",
+        "https://127.0.0.1:9443/mutate-ray-io-v1-raycronjob",
         "https://127.0.0.1:9443/mutate-ray-operator-io-v1alpha1-rayservegraph",
     ]
     assert all(w["namespaceSelector"] == {} for w in mutating["webhooks"])

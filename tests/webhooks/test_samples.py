@@ -29,6 +29,7 @@ DOCUMENTED_DEFAULTS = {
         "/spec/upgradeStrategy",
     },
     "RayServeGraph": set(),
+    "RayCronJob": set(),
 }
 
 
@@ -88,7 +89,7 @@ def admitted_results(
 
 def test_there_are_samples_of_every_kind() -> None:
     kinds = {document["kind"] for _, document in SAMPLE_OBJECTS}
-    assert kinds == {"RayCluster", "RayJob", "RayService", "RayServeGraph"}
+    assert kinds == {"RayCluster", "RayJob", "RayService", "RayCronJob", "RayServeGraph"}
     assert len(SAMPLE_OBJECTS) >= 30
 
 

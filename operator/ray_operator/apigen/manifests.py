@@ -112,6 +112,18 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         ),
         AGE,
     ),
+    "raycronjobs.ray.io": (
+        Column("schedule", ".spec.schedule", description="When RayJobs are created."),
+        Column("timezone", ".spec.timeZone", description="The schedule's time zone."),
+        Column(
+            "last schedule",
+            ".status.lastScheduleTime",
+            "date",
+            description="The scheduled time of the last RayJob created.",
+        ),
+        AGE,
+        Column("suspend", ".spec.suspend", "boolean", description="No new RayJobs while true."),
+    ),
     "rayservegraphs.ray-operator.io": (
         Column("source", ".spec.source.url", description="URL of the graph document."),
         Column(

@@ -29,7 +29,7 @@ SERVE_GRAPH_TYPES_FILE = Path(__file__).parent / "serve_graph_types.yaml"
 
 LEGACY_TYPES_FILE = Path(__file__).parent / "legacy_types.yaml"
 
-KINDS = ("RayCluster", "RayJob", "RayService")
+KINDS = ("RayCluster", "RayJob", "RayService", "RayCronJob")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ray_operator.servegraph.names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_
 
 if TYPE_CHECKING:
     # Types only: the views cost nothing at run time, and the operator never imports them.
-    from ray_io.v1_views import Pod, RayCluster, RayJob, RayService, Service
+    from ray_io.v1_views import Pod, RayCluster, RayCronJob, RayJob, RayService, Service
 
 JSON = dict[str, Any]
 """The objects of a kind without a generated view: plain JSON dicts."""
@@ -110,6 +110,8 @@ class Kind(Generic[ObjectT]):
 RAY_CLUSTER: Final[Kind[RayCluster]] = Kind("ray.io", "v1", "rayclusters", "RayCluster")
 RAY_JOB: Final[Kind[RayJob]] = Kind("ray.io", "v1", "rayjobs", "RayJob")
 RAY_SERVICE: Final[Kind[RayService]] = Kind("ray.io", "v1", "rayservices", "RayService")
+RAY_CRON_JOB: Final[Kind[RayCronJob]] = Kind("ray.io", "v1", "raycronjobs", "RayCronJob")
+"""KubeRay's alpha kind: RayJobs on a cron schedule (its RayJobs map back by owner)."""
 POD: Final[Kind[Pod]] = Kind("", "v1", "pods", "Pod")
 """Cached as projections (`projection.POD_FIELDS`): the same paths, fewer of them."""
 SERVICE: Final[Kind[Service]] = Kind("", "v1", "services", "Service")
@@ -161,6 +163,7 @@ WATCHED_KINDS: tuple[Kind, ...] = (
     RAY_CLUSTER,
     RAY_JOB,
     RAY_SERVICE,
+    RAY_CRON_JOB,
     RAY_SERVE_GRAPH,
     *OWNED_KINDS,
     CONFIG_MAP,
@@ -169,6 +172,7 @@ WATCHED_KINDS: tuple[Kind, ...] = (
 the cache holds the RayServeGraphs' builder modules, never the namespace's other ConfigMaps."""
 
 OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
+    RAY_CRON_JOB: (),
     RAY_SERVE_GRAPH: (CONFIG_MAP,),
     LEGACY_RAY_CLUSTER: (),
 }

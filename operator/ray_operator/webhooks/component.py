@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from aiohttp import web
 
+from ray_operator.features import FeatureGates
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
 from ray_operator.server import ReadLimits, bounded_runner, start_site
@@ -62,11 +63,14 @@ class Webhooks:
         *,
         client: KubeClient,
         limits: ClusterLimits = DEFAULT_LIMITS,
+        gates: FeatureGates | None = None,
         read_limits: ReadLimits = REVIEW_READ_LIMITS,
     ) -> None:
         self.options = options
         self.limits = limits
         """The bounds validation applies (`--max-pods-per-cluster`), as the controllers do."""
+        self.gates = gates or FeatureGates()
+        """The feature gates (`--feature-gates`): a kind whose gate is off is refused by name."""
         self.read_limits = read_limits
         self.serving = ServingCertificate()
         self.registrar = Registrar(client, options.endpoint())
@@ -94,7 +98,9 @@ class Webhooks:
         """Serve until cancelled (see the module docstring for the order of things)."""
         material = await self._load_with_retries()
         self.serving.load(material.serving)
-        application = admission_application(limits=self.limits, read_limits=self.read_limits)
+        application = admission_application(
+            limits=self.limits, gates=self.gates, read_limits=self.read_limits
+        )
         runner = bounded_runner(application, self.read_limits)
         await runner.setup()
         try:
@@ -185,6 +191,8 @@ def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], W
     def build(context: ComponentContext) -> Webhooks:
         # The unguarded client: a standby replica must keep its certificate current too.
         limits = ClusterLimits(max_pods_per_cluster=context.settings.max_pods_per_cluster)
-        return Webhooks(options, client=context.client, limits=limits)
+        return Webhooks(
+            options, client=context.client, limits=limits, gates=context.settings.feature_gates
+        )
 
     return build

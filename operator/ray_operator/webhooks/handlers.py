@@ -25,15 +25,19 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from ray_operator.features import FeatureGates
 from ray_operator.server import ReadLimits, bounded_application
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.review import (
     ADMISSION_KINDS,
     AdmissionKind,
     mutate_review,
+    refuse_gated_review,
     validate_review,
 )
 from ray_operator.webhooks.workers import Answer, ReviewWorkers, respond
+
+DEFAULT_GATES = FeatureGates()
 
 # The API server refuses request bodies above 3 MiB. A review carries the object as the API
 # server re-encodes it (the request's at most 3 MiB, plus defaults and managedFields) and, on an
@@ -59,26 +63,35 @@ def admission_paths(kind: AdmissionKind) -> tuple[str, str]:
 
 
 def admission_routes(
-    workers: ReviewWorkers, *, limits: ClusterLimits = DEFAULT_LIMITS
+    workers: ReviewWorkers,
+    *,
+    limits: ClusterLimits = DEFAULT_LIMITS,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> list[web.RouteDef]:
-    """The POST routes (validate and mutate, per kind), answered by `workers`."""
+    """The POST routes (validate and mutate, per kind), answered by `workers`; a kind whose
+    feature gate is off is refused by name."""
     validate = functools.partial(validate_review, limits=limits)
     routes = []
     for kind in ADMISSION_KINDS:
         validate_path, mutate_path = admission_paths(kind)
-        routes.append(web.post(validate_path, _handler(kind, validate, workers)))
+        gated_off = kind.gate is not None and not gates.enabled(kind.gate)
+        answer = refuse_gated_review if gated_off else validate
+        routes.append(web.post(validate_path, _handler(kind, answer, workers)))
         routes.append(web.post(mutate_path, _handler(kind, mutate_review, workers)))
     return routes
 
 
 def admission_application(
-    *, limits: ClusterLimits = DEFAULT_LIMITS, read_limits: ReadLimits = REVIEW_READ_LIMITS
+    *,
+    limits: ClusterLimits = DEFAULT_LIMITS,
+    gates: FeatureGates = DEFAULT_GATES,
+    read_limits: ReadLimits = REVIEW_READ_LIMITS,
 ) -> web.Application:
     """An Application serving the admission routes, with bounded reads and its worker processes
     for large reviews (none until the first; all stopped by the runner's `cleanup()`)."""
     application = bounded_application(read_limits)
     workers = ReviewWorkers()
-    application.add_routes(admission_routes(workers, limits=limits))
+    application.add_routes(admission_routes(workers, limits=limits, gates=gates))
 
     async def stop_workers(_: web.Application) -> None:
         workers.stop()

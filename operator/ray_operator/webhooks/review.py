@@ -33,11 +33,13 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest
 from ray_operator.defaults import default_raycluster, default_rayjob, default_rayservice
+from ray_operator.features import RAY_CRON_JOB
 from ray_operator.servegraph.names import SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
 from ray_operator.validation.errors import ErrorType, shown
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
+from ray_operator.validation.raycronjob import validate_raycronjob
 from ray_operator.validation.rayjob import (
     rayjob_immutable_errors,
     rayjob_warnings,
@@ -92,6 +94,8 @@ class AdmissionKind:
     """Its API group: `ray.io` (KubeRay's kinds) or `ray-operator.io` (RayServeGraph)."""
     version: str = VERSION
     """Its API version, e.g. `v1`."""
+    gate: str | None = None
+    """The feature gate (`features.GATES`) without which the kind is refused; None: always on."""
 
     @property
     def singular(self) -> str:
@@ -153,6 +157,17 @@ ADMISSION_KINDS: tuple[AdmissionKind, ...] = (
         warnings=_no_warnings,
         default=default_rayservice,
     ),
+    # Defaulted by its CRD schema alone: each RayJob it creates gets the RayJob defaults then.
+    AdmissionKind(
+        "RayCronJob",
+        "raycronjobs",
+        GeneratedModel("ray_io.v1", "RayCronJob"),
+        validate=validate_raycronjob,
+        immutable=_nothing_immutable,
+        warnings=_no_warnings,
+        default=as_manifest,
+        gate=RAY_CRON_JOB,
+    ),
     # Our own kind: defaulted by its CRD schema alone (the RayService it becomes gets the
     # RayService defaults), so its mutating webhook only ever allows.
     AdmissionKind(
@@ -195,6 +210,20 @@ def validate_review(
     except Exception as error:  # a webhook must answer, never fail with a 500
         logger.exception("validating %s %s failed", kind.kind, _describe(request))
         return _answer(request, _deny_internal(error))
+
+
+def refuse_gated_review(review: JSON, kind: AdmissionKind) -> JSON:
+    """The validating answer for a kind whose feature gate is off: CREATE and UPDATE are denied
+    with the flag that turns it on; anything else (a DELETE, a finalizer removal) is allowed."""
+    request = review["request"]
+    skip = _skip(request, kind)
+    if skip is not None:
+        return _answer(request, skip)
+    message = (
+        f'{kind.kind}.{kind.group} "{_object_name(request)}" is refused: the {kind.gate} feature '
+        f"gate is off in this operator (--feature-gates={kind.gate}=true turns it on)"
+    )
+    return _answer(request, _deny(403, "Forbidden", message))
 
 
 def mutate_review(review: JSON, kind: AdmissionKind) -> JSON:
