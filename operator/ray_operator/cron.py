@@ -142,11 +142,11 @@ class CronSchedule:
 
     def next_after(self, moment: datetime.datetime) -> datetime.datetime | None:
         """The first activation strictly after `moment` (an aware datetime; the result is aware,
-        in the schedule's zone), or None when there is none within robfig's five-year search
-        limit (e.g. "0 0 30 2 *")."""
+        in the schedule's zone, as a fixed offset so that it compares as an instant), or None
+        when there is none within robfig's five-year search limit (e.g. "0 0 30 2 *")."""
         start = _unix_seconds(moment) + 1
         found = self._first_at_or_after(start)
-        return None if found is None else datetime.datetime.fromtimestamp(found, self.zone)
+        return None if found is None else _instant(found, self.zone)
 
     def last_at_or_before(
         self, moment: datetime.datetime, *, since: datetime.datetime
@@ -161,7 +161,7 @@ class CronSchedule:
         if first is None or first > latest:
             return None
         found = _last_start_not_after(self._first_at_or_after, first, latest)
-        return datetime.datetime.fromtimestamp(found, self.zone)
+        return _instant(found, self.zone)
 
     def _first_at_or_after(self, start: int) -> int | None:
         """The activation a robfig search beginning at Unix second `start` finds, or None."""
@@ -178,7 +178,7 @@ class CronSchedule:
         steps = (_unix_seconds(moment) - base) // rule.seconds
         if steps < 1:
             return None
-        return datetime.datetime.fromtimestamp(base + steps * rule.seconds, self.zone)
+        return _instant(base + steps * rule.seconds, self.zone)
 
 
 def _last_start_not_after(
@@ -489,6 +489,22 @@ def _unix_seconds(moment: datetime.datetime) -> int:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"an aware datetime is needed, not {moment!r}")
     return (moment - _UNIX_EPOCH) // _ONE_SECOND
+
+
+def _instant(unix: int, zone: datetime.tzinfo) -> datetime.datetime:
+    """Unix second `unix` as the zone's wall clock with the offset in force then, fixed.
+
+    Not the zone itself as tzinfo: Python compares two datetimes of the same ZoneInfo by wall
+    clock, ignoring `fold`, so the two 01:30 of a fall-back night would be equal, and it makes
+    `==` false between an ambiguous time and any other zone (PEP 495). An activation compared
+    with a lastScheduleTime read back in UTC must compare as the instant it is.
+    """
+    wall = _wall(unix, zone)
+    offset = wall.utcoffset()
+    assert offset is not None
+    name = wall.tzname()
+    fixed = datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
+    return wall.replace(tzinfo=fixed, fold=0)
 
 
 def _wall(unix: int, zone: datetime.tzinfo) -> datetime.datetime:
