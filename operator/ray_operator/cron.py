@@ -155,7 +155,7 @@ class CronSchedule:
         `since` would reach, found by bisection in O(log(moment - since)) searches."""
         if isinstance(self._rule, _EveryRule):
             return self._last_every(self._rule, moment, since=since)
-        # The whole-second ceiling of `moment`: every activation is a whole second.
+        # Activations are whole seconds, so one is <= `moment` exactly when it is <= this.
         latest = _unix_seconds(moment)
         first = self._first_at_or_after(_unix_seconds(since) + 1)
         if first is None or first > latest:
@@ -188,6 +188,8 @@ def _last_start_not_after(
 
     A search started anywhere in (a, b] for consecutive activations a < b finds b, so the last
     activation is what a search started at the last second whose search ends <= `latest` finds.
+    robfig's DST handling could in principle break that premise around a transition; the tests
+    hold this to replaying `next_after` (and to robfig's own chains) across DST zones.
     """
     good, bad = first, latest + 1
     while bad - good > 1:
@@ -233,7 +235,7 @@ def _load_zone(name: str) -> datetime.tzinfo:
         raise InvalidScheduleError(f"unknown time zone {name!r}: give an IANA name")
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as error:
         raise InvalidScheduleError(f"unknown time zone {name!r}: {error}") from None
 
 
