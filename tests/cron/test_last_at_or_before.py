@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import random
+from zoneinfo import ZoneInfo
 
 import pytest
 import ray_operator.cron
@@ -111,3 +112,39 @@ def test_a_schedule_that_never_fires_has_missed_nothing() -> None:
     schedule = parse_schedule("0 0 30 2 *", time_zone="UTC")
     since = datetime.datetime(2024, 1, 1, tzinfo=UTC)
     assert schedule.last_at_or_before(since + datetime.timedelta(days=3650), since=since) is None
+
+
+def transitions(zone: str, year: int) -> list[datetime.datetime]:
+    """The instants (to the hour) at which `zone` changes its offset during `year`."""
+    tz = ZoneInfo(zone)
+    hour = datetime.datetime(year, 1, 1, tzinfo=UTC)
+    found = []
+    while hour.year == year:
+        following = hour + datetime.timedelta(hours=1)
+        if hour.astimezone(tz).utcoffset() != following.astimezone(tz).utcoffset():
+            found.append(following)
+        hour = following
+    return found
+
+
+DST_ZONES = ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"]
+NEAR_TRANSITIONS = [
+    (zone, transition)
+    for zone in DST_ZONES
+    for year in (2024, 2025)
+    for transition in transitions(zone, year)
+]
+
+
+@pytest.mark.parametrize(
+    "text", ["*/30 * * * *", "30 1 * * *", "0 2 * * *", "15 2 * * *", "0 0 * * *", "@hourly"]
+)
+def test_last_at_or_before_is_replaying_next_after_around_every_dst_transition(text: str) -> None:
+    assert len(NEAR_TRANSITIONS) == 16
+    for zone, transition in NEAR_TRANSITIONS:
+        schedule = parse_schedule(text, time_zone=zone)
+        since = transition - datetime.timedelta(days=1, minutes=7)
+        for minutes in range(-180, 181, 20):
+            moment = transition + datetime.timedelta(minutes=minutes)
+            expected = replayed(schedule, moment, since=since)
+            assert schedule.last_at_or_before(moment, since=since) == expected, (zone, moment)

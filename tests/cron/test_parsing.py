@@ -228,3 +228,19 @@ def test_without_a_zone_an_empty_tz_means_utc_as_in_go(monkeypatch: pytest.Monke
 def test_a_naive_moment_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="aware"):
         parse_schedule("0 0 * * *", time_zone="UTC").next_after(datetime.datetime(2024, 1, 1))
+
+
+def test_fields_are_separated_by_any_go_whitespace() -> None:
+    assert activations("9\t*\u3000* * *", 1) == ["05-05 10:09"]
+
+
+def test_a_control_character_python_would_split_on_is_no_separator_for_go() -> None:
+    # Python's str.split() splits on U+001C; Go's strings.Fields does not.
+    assert refusal_of("0\x1c0 * * *") == "expected exactly 5 fields, found 4: [0\x1c0 * * *]"
+
+
+@pytest.mark.parametrize("micro", ["us", "µs", "μs"])
+def test_every_accepts_go_spellings_of_microseconds(micro: str) -> None:
+    start = datetime.datetime(2024, 5, 5, 10, 7, 30, tzinfo=datetime.UTC)
+    schedule = parse_schedule(f"@every 2000000{micro}", time_zone="UTC")
+    assert schedule.next_after(start) == start + datetime.timedelta(seconds=2)
