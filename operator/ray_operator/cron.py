@@ -63,6 +63,10 @@ class InvalidScheduleError(ValueError):
     for users."""
 
 
+class _RobfigError(Exception):
+    """robfig's parse error, worded as robfig words it (KubeRay prefixes it)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Bounds:
     low: int
@@ -207,36 +211,47 @@ def parse_schedule(schedule: str, *, time_zone: str | None = None) -> CronSchedu
     """robfig/cron v3 ParseStandard semantics; `time_zone` an IANA name (None: the local zone of the
     process). Raises InvalidScheduleError (a schedule containing TZ= or CRON_TZ= is refused with a
     message telling to use spec.timeZone, as KubeRay does; an unknown zone or an empty string
-    is refused by name)."""
+    is refused by name).
+
+    Checks in KubeRay's order (ValidateRayCronJobSpec) with its messages: TZ in the schedule, the
+    schedule alone (so " @daily" is refused although "TZ=UTC  @daily" would parse), the zone.
+    """
     if len(schedule) > MAX_SCHEDULE_LENGTH:
         raise InvalidScheduleError(
             f"schedule is {len(schedule)} characters long;"
             f" at most {MAX_SCHEDULE_LENGTH} are allowed"
         )
     if "TZ" in schedule:
-        # Kubernetes' CronJob validation refuses this, and KubeRay follows it: the zone of a
-        # RayCronJob is spec.timeZone, which the controller prefixes itself.
         raise InvalidScheduleError(
             "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
         )
-    if schedule == "":
-        raise InvalidScheduleError("empty schedule")
-    if time_zone is None:
-        return CronSchedule(_process_local_zone(), _parse_rule(schedule))
-    zone = _load_zone(time_zone)
-    # With a zone, KubeRay parses "TZ=<zone> <schedule>", and robfig trims what follows the zone.
-    return CronSchedule(zone, _parse_rule(schedule.strip(_GO_SPACES)))
+    try:
+        rule = _parse_rule(schedule)
+    except _RobfigError as error:
+        raise InvalidScheduleError(f"invalid cron schedule: {error}") from None
+    zone = _process_local_zone() if time_zone is None else _load_zone(time_zone)
+    # KubeRay then parses "TZ=<zone> <schedule>": robfig trims the schedule, which changes
+    # nothing for one that parsed untrimmed.
+    return CronSchedule(zone, rule)
 
 
 def _load_zone(name: str) -> datetime.tzinfo:
+    """Go's time.LoadLocation, with KubeRay's refusal of an empty name."""
     if name == "":
-        raise InvalidScheduleError("time zone must not be empty: leave timeZone unset instead")
-    if name.lower() == "local" or _GO_SPACE_RUN.search(name):
-        raise InvalidScheduleError(f"unknown time zone {name!r}: give an IANA name")
+        raise InvalidScheduleError(
+            "timeZone must not be empty string, omit the field to use the local time zone of"
+            " the operator"
+        )
+    if name == "Local":
+        return _process_local_zone()
+    if name == "UTC":
+        return datetime.UTC
+    if ".." in name or name[0] in "/\\":
+        raise InvalidScheduleError("invalid time zone: time: invalid location name")
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as error:
-        raise InvalidScheduleError(f"unknown time zone {name!r}: {error}") from None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidScheduleError(f"invalid time zone: unknown time zone {name}") from None
 
 
 def _process_local_zone() -> datetime.tzinfo:
@@ -261,13 +276,13 @@ def _process_local_zone() -> datetime.tzinfo:
 
 
 def _parse_rule(spec: str) -> _FieldRule | _EveryRule:
+    if spec == "":
+        raise _RobfigError("empty spec string")
     if spec.startswith("@"):
         return _parse_descriptor(spec)
     fields = [field for field in _GO_SPACE_RUN.split(spec) if field]
     if len(fields) != 5:
-        raise InvalidScheduleError(
-            f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]"
-        )
+        raise _RobfigError(f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]")
     return _FieldRule(
         minutes=_parse_field(fields[0], _MINUTES),
         hours=_parse_field(fields[1], _HOURS),
@@ -284,7 +299,7 @@ def _parse_descriptor(spec: str) -> _FieldRule | _EveryRule:
         nanoseconds = _parse_go_duration(spec[len(_EVERY_PREFIX) :], spec)
         # robfig: under a second becomes a second; the fraction of a second is dropped.
         return _EveryRule(seconds=max(nanoseconds, 1_000_000_000) // 1_000_000_000)
-    raise InvalidScheduleError(f"unrecognized descriptor: {spec}")
+    raise _RobfigError(f"unrecognized descriptor: {spec}")
 
 
 def _parse_field(field: str, bounds: _Bounds) -> int:
@@ -308,10 +323,10 @@ def _parse_range(item: str, bounds: _Bounds) -> int:
     else:
         start = _parse_int_or_name(low_and_high[0], bounds)
         if len(low_and_high) > 2:
-            raise InvalidScheduleError(f"too many hyphens: {item}")
+            raise _RobfigError(f"too many hyphens: {item}")
         end = start if len(low_and_high) == 1 else _parse_int_or_name(low_and_high[1], bounds)
     if len(range_and_step) > 2:
-        raise InvalidScheduleError(f"too many slashes: {item}")
+        raise _RobfigError(f"too many slashes: {item}")
     step = 1
     if len(range_and_step) == 2:
         step = _parse_go_int(range_and_step[1])
@@ -325,17 +340,13 @@ def _parse_range(item: str, bounds: _Bounds) -> int:
 
 def _check_range(item: str, bounds: _Bounds, *, start: int, end: int, step: int) -> None:
     if start < bounds.low:
-        raise InvalidScheduleError(
-            f"beginning of range ({start}) below minimum ({bounds.low}): {item}"
-        )
+        raise _RobfigError(f"beginning of range ({start}) below minimum ({bounds.low}): {item}")
     if end > bounds.high:
-        raise InvalidScheduleError(f"end of range ({end}) above maximum ({bounds.high}): {item}")
+        raise _RobfigError(f"end of range ({end}) above maximum ({bounds.high}): {item}")
     if start > end:
-        raise InvalidScheduleError(
-            f"beginning of range ({start}) beyond end of range ({end}): {item}"
-        )
+        raise _RobfigError(f"beginning of range ({start}) beyond end of range ({end}): {item}")
     if step == 0:
-        raise InvalidScheduleError(f"step of range should be a positive number: {item}")
+        raise _RobfigError(f"step of range should be a positive number: {item}")
 
 
 def _bits(start: int, end: int, step: int) -> int:
@@ -355,18 +366,18 @@ def _parse_go_int(text: str) -> int:
     """Go's strconv.Atoi (ASCII digits, an optional sign, int64), then robfig's refusal of
     negative numbers."""
     if not _GO_INT.fullmatch(text):
-        raise InvalidScheduleError(
+        raise _RobfigError(
             f"failed to parse int from {text}:"
             f" strconv.Atoi: parsing {_go_quote(text)}: invalid syntax"
         )
     number = int(text)
     if not -_INT64_MAX - 1 <= number <= _INT64_MAX:
-        raise InvalidScheduleError(
+        raise _RobfigError(
             f"failed to parse int from {text}: strconv.Atoi: parsing {_go_quote(text)}: "
             "value out of range"
         )
     if number < 0:
-        raise InvalidScheduleError(f"negative number ({number}) not allowed: {text}")
+        raise _RobfigError(f"negative number ({number}) not allowed: {text}")
     return number
 
 
@@ -404,10 +415,8 @@ _UNIT = re.compile(rb"[^.0-9]*")
 def _parse_go_duration(text: str, spec: str) -> int:
     """Go's time.ParseDuration in nanoseconds (bytes, like Go), with robfig's error message."""
 
-    def refuse(problem: str) -> InvalidScheduleError:
-        return InvalidScheduleError(
-            f"failed to parse duration {spec}: time: {problem} {_go_quote(text)}"
-        )
+    def refuse(problem: str) -> _RobfigError:
+        return _RobfigError(f"failed to parse duration {spec}: time: {problem} {_go_quote(text)}")
 
     rest = text.encode()
     negative = rest[:1] == b"-"
@@ -430,7 +439,7 @@ def _parse_go_duration(text: str, spec: str) -> int:
     return total
 
 
-def _duration_term(rest: bytes, refuse: Callable[[str], InvalidScheduleError]) -> tuple[int, bytes]:
+def _duration_term(rest: bytes, refuse: Callable[[str], _RobfigError]) -> tuple[int, bytes]:
     """One `<digits>[.<digits>]<unit>` of a Go duration: its nanoseconds and what follows it."""
     if not (rest[:1] == b"." or rest[:1].isdigit()):
         raise refuse("invalid duration")

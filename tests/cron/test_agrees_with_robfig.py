@@ -48,7 +48,7 @@ def test_stepping_next_after_gives_robfigs_activations(case: RobfigCase) -> None
 def test_a_schedule_robfig_refuses_is_refused_with_its_message(case: RobfigCase) -> None:
     with pytest.raises(InvalidScheduleError) as refused:
         parse_schedule(case.schedule, time_zone=case.zone)
-    assert str(refused.value) == case.error
+    assert str(refused.value) == f"invalid cron schedule: {case.error}"
 
 
 @pytest.mark.parametrize("case", PARSED, ids=lambda case: case.name)

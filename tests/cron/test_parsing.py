@@ -104,9 +104,19 @@ def test_a_field_of_only_commas_matches_nothing() -> None:
     assert activations("0 , * * *") == []
 
 
-def test_surrounding_whitespace_is_ignored_when_a_zone_is_given() -> None:
-    # KubeRay parses "TZ=<zone> <schedule>" and robfig trims what follows the zone.
-    assert activations("\t@daily  ", 1) == ["05-06 00:00"]
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        (" @daily", "expected exactly 5 fields, found 1: [@daily]"),
+        ("@daily ", "unrecognized descriptor: @daily "),
+    ],
+)
+def test_a_descriptor_with_surrounding_space_is_refused_even_with_a_zone(
+    schedule: str, message: str
+) -> None:
+    # KubeRay validates the schedule alone, before it parses "TZ=<zone> <schedule>" (which robfig
+    # would trim).
+    assert refusal_of(schedule, time_zone="Europe/Berlin") == f"invalid cron schedule: {message}"
 
 
 @pytest.mark.parametrize(
@@ -161,15 +171,18 @@ def test_surrounding_whitespace_is_ignored_when_a_zone_is_given() -> None:
     ],
 )
 def test_a_malformed_schedule_is_refused_with_robfigs_message(schedule: str, message: str) -> None:
-    assert refusal_of(schedule) == message
+    # KubeRay's words around robfig's.
+    assert refusal_of(schedule) == f"invalid cron schedule: {message}"
 
 
 def test_the_first_bad_field_is_the_one_named() -> None:
-    assert refusal_of("* 24 0 * *") == "end of range (24) above maximum (23): 24"
+    assert refusal_of("* 24 0 * *") == (
+        "invalid cron schedule: end of range (24) above maximum (23): 24"
+    )
 
 
 def test_an_empty_schedule_is_refused() -> None:
-    assert refusal_of("") == "empty schedule"
+    assert refusal_of("") == "invalid cron schedule: empty spec string"
 
 
 @pytest.mark.parametrize("schedule", ["TZ=UTC 0 * * * *", "CRON_TZ=Asia/Taipei 0 * * * *"])
@@ -200,15 +213,34 @@ def test_a_list_of_ten_thousand_items_is_refused_by_its_length() -> None:
     assert refusal == "schedule is 20007 characters long; at most 1024 are allowed"
 
 
-@pytest.mark.parametrize("zone", ["Mars/Olympus", "america/new_york", "../etc/passwd", "Local"])
-def test_an_unknown_time_zone_is_refused_by_name(zone: str) -> None:
-    assert refusal_of("0 0 * * *", time_zone=zone).startswith(f"unknown time zone {zone!r}")
+@pytest.mark.parametrize(
+    ("zone", "message"),
+    [
+        ("Mars/Olympus", "invalid time zone: unknown time zone Mars/Olympus"),
+        ("america/new_york", "invalid time zone: unknown time zone america/new_york"),
+        ("../etc/passwd", "invalid time zone: time: invalid location name"),
+        ("/etc/localtime", "invalid time zone: time: invalid location name"),
+    ],
+)
+def test_an_unknown_time_zone_is_refused_by_name(zone: str, message: str) -> None:
+    assert refusal_of("0 0 * * *", time_zone=zone) == message
 
 
 def test_an_empty_time_zone_is_refused() -> None:
     assert refusal_of("0 0 * * *", time_zone="") == (
-        "time zone must not be empty: leave timeZone unset instead"
+        "timeZone must not be empty string, omit the field to use the local time zone of the"
+        " operator"
     )
+
+
+def test_the_schedule_is_checked_before_the_zone_as_kuberay_does() -> None:
+    assert refusal_of("x", time_zone="Mars/Olympus").startswith("invalid cron schedule:")
+
+
+def test_local_is_the_process_zone_as_in_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    following = parse_schedule("0 0 * * *", time_zone="Local").next_after(START)
+    assert following == datetime.datetime(2024, 5, 5, 18, 30, tzinfo=datetime.UTC)
 
 
 def test_without_a_zone_the_schedule_reads_the_zone_named_by_tz(
@@ -236,7 +268,9 @@ def test_fields_are_separated_by_any_go_whitespace() -> None:
 
 def test_a_control_character_python_would_split_on_is_no_separator_for_go() -> None:
     # Python's str.split() splits on U+001C; Go's strings.Fields does not.
-    assert refusal_of("0\x1c0 * * *") == "expected exactly 5 fields, found 4: [0\x1c0 * * *]"
+    assert refusal_of("0\x1c0 * * *") == (
+        "invalid cron schedule: expected exactly 5 fields, found 4: [0\x1c0 * * *]"
+    )
 
 
 @pytest.mark.parametrize("micro", ["us", "µs", "μs"])
