@@ -164,8 +164,32 @@ class CronSchedule:
         first = self._first_at_or_after(_unix_seconds(since) + 1)
         if first is None or first > latest:
             return None
-        found = _last_start_not_after(self._first_at_or_after, first, latest)
+        change = _last_offset_change(self.zone, after=first, until=latest)
+        if change is None:
+            found = _last_start_not_after(self._first_at_or_after, first, latest)
+        else:
+            found = self._last_across_change(first, latest, change)
         return _instant(found, self.zone)
+
+    def _last_across_change(self, first: int, latest: int, change: int) -> int:
+        """Bisect up to the offset change, step through the day after it as `next_after` would,
+        bisect the rest.
+
+        After a clock change robfig's steps can skip activations a fresh search would find
+        (Lord Howe, 2030-10-06: after firing at 02:40+11:00, `*/20 1 * * *` next fires at 01:40
+        the next day, not 01:00), so only stepping gives the answer stepping gives. Far from a
+        change, every activation is stepped on, and bisection finds the same one.
+        """
+        start, end = change - _BEFORE_CHANGE, change + _AFTER_CHANGE
+        current = first
+        if first < start:
+            current = _last_start_not_after(self._first_at_or_after, first, min(start, latest))
+        while current <= end:
+            following = self._first_at_or_after(current + 1)
+            if following is None or following > latest:
+                return current
+            current = following
+        return _last_start_not_after(self._first_at_or_after, current, latest)
 
     def _first_at_or_after(self, start: int) -> int | None:
         """The activation a robfig search beginning at Unix second `start` finds, or None."""
@@ -192,19 +216,63 @@ def _last_start_not_after(
 
     A search started anywhere in (a, b] for consecutive activations a < b finds b, so the last
     activation is what a search started at the last second whose search ends <= `latest` finds.
-    robfig's DST handling could in principle break that premise around a transition; the tests
-    hold this to replaying `next_after` (and to robfig's own chains) across DST zones.
+    robfig bends that premise right after a clock goes back: a search started in the repeated
+    wall-clock stretch can return an activation before its start (Chatham, 2028-04-02: from
+    02:50+12:45 it returns 03:00+13:45, an hour earlier). `_forward` follows such a result on to
+    the first activation at or after the start, as stepping `next_after` would.
     """
     good, bad = first, latest + 1
     while bad - good > 1:
         middle = (good + bad) // 2
-        found = first_at_or_after(middle)
+        found = _forward(first_at_or_after, middle)
         if found is not None and found <= latest:
-            # An activation is its own search result: jump to it.
-            good = max(middle, found)
+            good = found
         else:
             bad = middle
     return good
+
+
+# Where robfig's steps may differ from fresh searches around an offset change (found at the
+# sampling step's precision): from before it to past the same wall-clock hour a day later.
+_OFFSET_SAMPLE = 6 * 3600
+_BEFORE_CHANGE = _OFFSET_SAMPLE + 2 * 3600
+_AFTER_CHANGE = 26 * 3600
+# Changes further back than this before `moment` no longer matter: the steps since then have met
+# every activation a fresh search meets, or the schedule fires less than yearly.
+_CHANGE_LOOK_BACK = 400 * 86400
+
+
+def _last_offset_change(zone: datetime.tzinfo, *, after: int, until: int) -> int | None:
+    """About when (to `_OFFSET_SAMPLE`) `zone` last changed its UTC offset in (after, until], or
+    None; looks back at most `_CHANGE_LOOK_BACK`, sampling the offset every six hours (no zone
+    changes twice in six hours)."""
+    floor = max(after - 86400, until - _CHANGE_LOOK_BACK)
+    later = until
+    later_offset = _offset(later, zone)
+    while later > floor:
+        earlier = later - _OFFSET_SAMPLE
+        earlier_offset = _offset(earlier, zone)
+        if earlier_offset != later_offset:
+            return earlier
+        later, later_offset = earlier, earlier_offset
+    return None
+
+
+# Enough to step through every activation of a repeated hour (60 for `* * * * *`), with margin.
+_MOST_STEPS_BACK_TO_START = 256
+
+
+def _forward(first_at_or_after: Callable[[int], int | None], start: int) -> int | None:
+    """The first activation at or after `start` on the path robfig's search takes from `start`."""
+    found = first_at_or_after(start)
+    for _ in range(_MOST_STEPS_BACK_TO_START):
+        if found is None or found >= start:
+            return found
+        following = first_at_or_after(found + 1)
+        if following is not None and following <= found:
+            return None  # robfig would loop here; no activation to offer.
+        found = following
+    return None
 
 
 def parse_schedule(schedule: str, *, time_zone: str | None = None) -> CronSchedule:

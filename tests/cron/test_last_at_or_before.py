@@ -58,18 +58,22 @@ def test_last_at_or_before_is_what_replaying_next_after_finds(
     )
 
 
-def test_ten_years_of_every_minute_take_a_few_dozen_searches(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    searches = []
+@pytest.fixture
+def searches(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every robfig search `last_at_or_before` makes, counted."""
+    made: list[object] = []
     search = ray_operator.cron._search
 
     def counted(*args: object) -> object:
-        searches.append(args)
+        made.append(args)
         return search(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ray_operator.cron, "_search", counted)
-    schedule = parse_schedule("* * * * *", time_zone="Europe/Berlin")
+    return made
+
+
+def test_ten_years_of_every_minute_take_a_few_dozen_searches(searches: list[object]) -> None:
+    schedule = parse_schedule("* * * * *", time_zone="UTC")
     since = datetime.datetime(2024, 1, 1, tzinfo=UTC)
     moment = datetime.datetime(2034, 5, 5, 10, 3, 7, 250_000, tzinfo=UTC)
     assert schedule.last_at_or_before(moment, since=since) == datetime.datetime(
@@ -77,6 +81,20 @@ def test_ten_years_of_every_minute_take_a_few_dozen_searches(
     )
     # Bisection over ten years of seconds (about 2^28.3): one search per halving, plus the first.
     assert len(searches) <= 32
+
+
+def test_after_a_clock_change_the_day_after_it_is_stepped_and_no_more(
+    searches: list[object],
+) -> None:
+    schedule = parse_schedule("* * * * *", time_zone="Europe/Berlin")
+    since = datetime.datetime(2024, 1, 1, tzinfo=UTC)
+    moment = datetime.datetime(2034, 5, 5, 10, 3, 7, tzinfo=UTC)
+    assert schedule.last_at_or_before(moment, since=since) == datetime.datetime(
+        2034, 5, 5, 10, 3, tzinfo=UTC
+    )
+    # Berlin changed its clocks on 2034-03-26: the 34 hours around it are stepped minute by
+    # minute, the years before and the weeks after are bisected.
+    assert 34 * 60 <= len(searches) <= 34 * 60 + 3 * 32
 
 
 def test_every_is_answered_by_arithmetic_over_any_window() -> None:
