@@ -145,24 +145,42 @@ def transitions(zone: str, year: int) -> list[datetime.datetime]:
     return found
 
 
-DST_ZONES = ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"]
+DST_ZONES = [
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "Pacific/Chatham",
+]
 NEAR_TRANSITIONS = [
     (zone, transition)
     for zone in DST_ZONES
-    for year in (2024, 2025)
+    for year in (2025,)
     for transition in transitions(zone, year)
 ]
 
 
 @pytest.mark.parametrize(
-    "text", ["*/30 * * * *", "30 1 * * *", "0 2 * * *", "15 2 * * *", "0 0 * * *", "@hourly"]
+    "text",
+    [
+        "*/30 * * * *",
+        "30 1 * * *",
+        "0 2 * * *",
+        "15 2 * * *",
+        "0 0 * * *",
+        "@hourly",
+        # Where robfig's steps skip what a fresh search finds (Lord Howe, Chatham).
+        "*/20 1 * * *",
+        "*/20 3 * * *",
+        "0,30 2,3 * * *",
+    ],
 )
 def test_last_at_or_before_is_replaying_next_after_around_every_dst_transition(text: str) -> None:
-    assert len(NEAR_TRANSITIONS) == 16
+    assert len(NEAR_TRANSITIONS) == 10
     for zone, transition in NEAR_TRANSITIONS:
         schedule = parse_schedule(text, time_zone=zone)
         since = transition - datetime.timedelta(days=1, minutes=7)
-        for minutes in range(-180, 181, 20):
+        for minutes in range(-180, 27 * 60, 50):
             moment = transition + datetime.timedelta(minutes=minutes)
             expected = replayed(schedule, moment, since=since)
             assert schedule.last_at_or_before(moment, since=since) == expected, (zone, moment)
