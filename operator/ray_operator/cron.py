@@ -17,7 +17,12 @@ expected answers in tests/cron/robfig_cases.json come from robfig/cron itself.
 
 Bounds: a schedule of more than 1024 characters is refused; parsing is linear in its length; a
 search visits at most about 5 x 366 days (robfig's five-year limit), never minute by minute over
-years; `last_at_or_before` bisects instead of replaying every missed activation.
+years; `last_at_or_before` bisects instead of replaying every missed activation, except over the
+28 hours around the zone's last clock change, where it steps as `next_after` would (at most
+1,680 steps, for an every-minute schedule).
+
+Results are aware datetimes with a fixed offset (the zone's at that instant), not the ZoneInfo:
+see `_instant` for why.
 """
 
 from __future__ import annotations
@@ -155,8 +160,10 @@ class CronSchedule:
     def last_at_or_before(
         self, moment: datetime.datetime, *, since: datetime.datetime
     ) -> datetime.datetime | None:
-        """The latest activation in (since, moment], or None; the answer stepping `next_after` from
-        `since` would reach, found by bisection in O(log(moment - since)) searches."""
+        """The latest activation in (since, moment], or None: the answer stepping `next_after`
+        from `since` would reach, found in O(log(moment - since)) searches plus, when the zone
+        changed its clocks within 400 days before `moment`, steps over the 28 hours around that
+        change."""
         if isinstance(self._rule, _EveryRule):
             return self._last_every(self._rule, moment, since=since)
         # Activations are whole seconds, so one is <= `moment` exactly when it is <= this.
@@ -232,20 +239,20 @@ def _last_start_not_after(
     return good
 
 
-# Where robfig's steps may differ from fresh searches around an offset change (found at the
-# sampling step's precision): from before it to past the same wall-clock hour a day later.
-_OFFSET_SAMPLE = 6 * 3600
-_BEFORE_CHANGE = _OFFSET_SAMPLE + 2 * 3600
+# Where robfig's steps may differ from fresh searches around an offset change: from shortly
+# before it to past the same wall-clock hour a day later.
+_BEFORE_CHANGE = 2 * 3600
 _AFTER_CHANGE = 26 * 3600
+_OFFSET_SAMPLE = 6 * 3600
 # Changes further back than this before `moment` no longer matter: the steps since then have met
 # every activation a fresh search meets, or the schedule fires less than yearly.
 _CHANGE_LOOK_BACK = 400 * 86400
 
 
 def _last_offset_change(zone: datetime.tzinfo, *, after: int, until: int) -> int | None:
-    """About when (to `_OFFSET_SAMPLE`) `zone` last changed its UTC offset in (after, until], or
-    None; looks back at most `_CHANGE_LOOK_BACK`, sampling the offset every six hours (no zone
-    changes twice in six hours)."""
+    """The first second of `zone`'s last UTC offset change in (after, until], or None; looks
+    back at most `_CHANGE_LOOK_BACK`, sampling the offset every six hours (no zone changes twice
+    in six hours), then bisecting to the second."""
     floor = max(after - 86400, until - _CHANGE_LOOK_BACK)
     later = until
     later_offset = _offset(later, zone)
@@ -253,9 +260,21 @@ def _last_offset_change(zone: datetime.tzinfo, *, after: int, until: int) -> int
         earlier = later - _OFFSET_SAMPLE
         earlier_offset = _offset(earlier, zone)
         if earlier_offset != later_offset:
-            return earlier
+            return _first_second_of_offset(zone, earlier, later)
         later, later_offset = earlier, earlier_offset
     return None
+
+
+def _first_second_of_offset(zone: datetime.tzinfo, before: int, at: int) -> int:
+    """The second in (before, at] from which `zone` has the offset it has at `at`."""
+    offset = _offset(at, zone)
+    while at - before > 1:
+        middle = (before + at) // 2
+        if _offset(middle, zone) == offset:
+            at = middle
+        else:
+            before = middle
+    return at
 
 
 # Enough to step through every activation of a repeated hour (60 for `* * * * *`), with margin.
