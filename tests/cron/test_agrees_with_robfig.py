@@ -2,8 +2,9 @@
 
 The file holds robfig's answers (parse errors, and the activations stepping `Next` gives) for
 hand-picked schedules (syntax, descriptors, DST transitions in several zones, leap days,
-never-firing schedules) and 400 random ones across zones and 2024-2030. To regenerate it after
-changing the cases (needs Go; the tests themselves do not):
+never-firing schedules), 400 random ones across zones and 2024-2030, and 200 daily-or-denser
+ones starting within a day before a clock change. To regenerate it after changing the cases
+(needs Go; the tests themselves do not):
 
     cd tests/cron/oracle && python make_cases.py
 """
@@ -25,7 +26,7 @@ ONE_SECOND = datetime.timedelta(seconds=1)
 
 def test_the_cases_cover_what_they_claim() -> None:
     # A regenerated file that lost its cases would make every test below pass vacuously.
-    assert len(PARSED) >= 450
+    assert len(PARSED) >= 650
     assert len(REFUSED) >= 30
     assert any(len(case.activations) < case.steps for case in PARSED)
 
