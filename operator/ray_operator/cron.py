@@ -17,7 +17,12 @@ expected answers in tests/cron/robfig_cases.json come from robfig/cron itself.
 
 Bounds: a schedule of more than 1024 characters is refused; parsing is linear in its length; a
 search visits at most about 5 x 366 days (robfig's five-year limit), never minute by minute over
-years; `last_at_or_before` bisects instead of replaying every missed activation.
+years; `last_at_or_before` bisects instead of replaying every missed activation, except over the
+28 hours around the zone's last clock change, where it steps as `next_after` would (at most
+1,680 steps, for an every-minute schedule).
+
+Results are aware datetimes with a fixed offset (the zone's at that instant), not the ZoneInfo:
+see `_instant` for why.
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ _LAST_SEARCHABLE_YEAR = datetime.MAXYEAR - 1
 class InvalidScheduleError(ValueError):
     """A schedule or time zone that cannot be used; str() is a message naming what is wrong,
     for users."""
+
+
+class _RobfigError(Exception):
+    """robfig's parse error, worded as robfig words it (KubeRay prefixes it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,26 +151,52 @@ class CronSchedule:
 
     def next_after(self, moment: datetime.datetime) -> datetime.datetime | None:
         """The first activation strictly after `moment` (an aware datetime; the result is aware,
-        in the schedule's zone), or None when there is none within robfig's five-year search
-        limit (e.g. "0 0 30 2 *")."""
+        in the schedule's zone, as a fixed offset so that it compares as an instant), or None
+        when there is none within robfig's five-year search limit (e.g. "0 0 30 2 *")."""
         start = _unix_seconds(moment) + 1
         found = self._first_at_or_after(start)
-        return None if found is None else datetime.datetime.fromtimestamp(found, self.zone)
+        return None if found is None else _instant(found, self.zone)
 
     def last_at_or_before(
         self, moment: datetime.datetime, *, since: datetime.datetime
     ) -> datetime.datetime | None:
-        """The latest activation in (since, moment], or None; the answer stepping `next_after` from
-        `since` would reach, found by bisection in O(log(moment - since)) searches."""
+        """The latest activation in (since, moment], or None: the answer stepping `next_after`
+        from `since` would reach, found in O(log(moment - since)) searches plus, when the zone
+        changed its clocks within 400 days before `moment`, steps over the 28 hours around that
+        change."""
         if isinstance(self._rule, _EveryRule):
             return self._last_every(self._rule, moment, since=since)
-        # The whole-second ceiling of `moment`: every activation is a whole second.
+        # Activations are whole seconds, so one is <= `moment` exactly when it is <= this.
         latest = _unix_seconds(moment)
         first = self._first_at_or_after(_unix_seconds(since) + 1)
         if first is None or first > latest:
             return None
-        found = _last_start_not_after(self._first_at_or_after, first, latest)
-        return datetime.datetime.fromtimestamp(found, self.zone)
+        change = _last_offset_change(self.zone, after=first, until=latest)
+        if change is None:
+            found = _last_start_not_after(self._first_at_or_after, first, latest)
+        else:
+            found = self._last_across_change(first, latest, change)
+        return _instant(found, self.zone)
+
+    def _last_across_change(self, first: int, latest: int, change: int) -> int:
+        """Bisect up to the offset change, step through the day after it as `next_after` would,
+        bisect the rest.
+
+        After a clock change robfig's steps can skip activations a fresh search would find
+        (Lord Howe, 2030-10-06: after firing at 02:40+11:00, `*/20 1 * * *` next fires at 01:40
+        the next day, not 01:00), so only stepping gives the answer stepping gives. Far from a
+        change, every activation is stepped on, and bisection finds the same one.
+        """
+        start, end = change - _BEFORE_CHANGE, change + _AFTER_CHANGE
+        current = first
+        if first < start:
+            current = _last_start_not_after(self._first_at_or_after, first, min(start, latest))
+        while current <= end:
+            following = self._first_at_or_after(current + 1)
+            if following is None or following > latest:
+                return current
+            current = following
+        return _last_start_not_after(self._first_at_or_after, current, latest)
 
     def _first_at_or_after(self, start: int) -> int | None:
         """The activation a robfig search beginning at Unix second `start` finds, or None."""
@@ -178,7 +213,7 @@ class CronSchedule:
         steps = (_unix_seconds(moment) - base) // rule.seconds
         if steps < 1:
             return None
-        return datetime.datetime.fromtimestamp(base + steps * rule.seconds, self.zone)
+        return _instant(base + steps * rule.seconds, self.zone)
 
 
 def _last_start_not_after(
@@ -188,53 +223,122 @@ def _last_start_not_after(
 
     A search started anywhere in (a, b] for consecutive activations a < b finds b, so the last
     activation is what a search started at the last second whose search ends <= `latest` finds.
+    robfig bends that premise right after a clock goes back: a search started in the repeated
+    wall-clock stretch can return an activation before its start (Chatham, 2028-04-02: from
+    02:50+12:45 it returns 03:00+13:45, an hour earlier). `_forward` follows such a result on to
+    the first activation at or after the start, as stepping `next_after` would.
     """
     good, bad = first, latest + 1
     while bad - good > 1:
         middle = (good + bad) // 2
-        found = first_at_or_after(middle)
+        found = _forward(first_at_or_after, middle)
         if found is not None and found <= latest:
-            # An activation is its own search result: jump to it.
-            good = max(middle, found)
+            good = found
         else:
             bad = middle
     return good
+
+
+# Where robfig's steps may differ from fresh searches around an offset change: from shortly
+# before it to past the same wall-clock hour a day later.
+_BEFORE_CHANGE = 2 * 3600
+_AFTER_CHANGE = 26 * 3600
+_OFFSET_SAMPLE = 6 * 3600
+# Changes further back than this before `moment` no longer matter: the steps since then have met
+# every activation a fresh search meets, or the schedule fires less than yearly.
+_CHANGE_LOOK_BACK = 400 * 86400
+
+
+def _last_offset_change(zone: datetime.tzinfo, *, after: int, until: int) -> int | None:
+    """The first second of `zone`'s last UTC offset change in (after, until], or None; looks
+    back at most `_CHANGE_LOOK_BACK`, sampling the offset every six hours (no zone changes twice
+    in six hours), then bisecting to the second."""
+    floor = max(after - 86400, until - _CHANGE_LOOK_BACK)
+    later = until
+    later_offset = _offset(later, zone)
+    while later > floor:
+        earlier = later - _OFFSET_SAMPLE
+        earlier_offset = _offset(earlier, zone)
+        if earlier_offset != later_offset:
+            return _first_second_of_offset(zone, earlier, later)
+        later, later_offset = earlier, earlier_offset
+    return None
+
+
+def _first_second_of_offset(zone: datetime.tzinfo, before: int, at: int) -> int:
+    """The second in (before, at] from which `zone` has the offset it has at `at`."""
+    offset = _offset(at, zone)
+    while at - before > 1:
+        middle = (before + at) // 2
+        if _offset(middle, zone) == offset:
+            at = middle
+        else:
+            before = middle
+    return at
+
+
+# Enough to step through every activation of a repeated hour (60 for `* * * * *`), with margin.
+_MOST_STEPS_BACK_TO_START = 256
+
+
+def _forward(first_at_or_after: Callable[[int], int | None], start: int) -> int | None:
+    """The first activation at or after `start` on the path robfig's search takes from `start`."""
+    found = first_at_or_after(start)
+    for _ in range(_MOST_STEPS_BACK_TO_START):
+        if found is None or found >= start:
+            return found
+        following = first_at_or_after(found + 1)
+        if following is not None and following <= found:
+            return None  # robfig would loop here; no activation to offer.
+        found = following
+    return None
 
 
 def parse_schedule(schedule: str, *, time_zone: str | None = None) -> CronSchedule:
     """robfig/cron v3 ParseStandard semantics; `time_zone` an IANA name (None: the local zone of the
     process). Raises InvalidScheduleError (a schedule containing TZ= or CRON_TZ= is refused with a
     message telling to use spec.timeZone, as KubeRay does; an unknown zone or an empty string
-    is refused by name)."""
+    is refused by name).
+
+    Checks in KubeRay's order (ValidateRayCronJobSpec) with its messages: TZ in the schedule, the
+    schedule alone (so " @daily" is refused although "TZ=UTC  @daily" would parse), the zone.
+    """
     if len(schedule) > MAX_SCHEDULE_LENGTH:
         raise InvalidScheduleError(
             f"schedule is {len(schedule)} characters long;"
             f" at most {MAX_SCHEDULE_LENGTH} are allowed"
         )
     if "TZ" in schedule:
-        # Kubernetes' CronJob validation refuses this, and KubeRay follows it: the zone of a
-        # RayCronJob is spec.timeZone, which the controller prefixes itself.
         raise InvalidScheduleError(
             "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
         )
-    if schedule == "":
-        raise InvalidScheduleError("empty schedule")
-    if time_zone is None:
-        return CronSchedule(_process_local_zone(), _parse_rule(schedule))
-    zone = _load_zone(time_zone)
-    # With a zone, KubeRay parses "TZ=<zone> <schedule>", and robfig trims what follows the zone.
-    return CronSchedule(zone, _parse_rule(schedule.strip(_GO_SPACES)))
+    try:
+        rule = _parse_rule(schedule)
+    except _RobfigError as error:
+        raise InvalidScheduleError(f"invalid cron schedule: {error}") from None
+    zone = _process_local_zone() if time_zone is None else _load_zone(time_zone)
+    # KubeRay then parses "TZ=<zone> <schedule>": robfig trims the schedule, which changes
+    # nothing for one that parsed untrimmed.
+    return CronSchedule(zone, rule)
 
 
 def _load_zone(name: str) -> datetime.tzinfo:
+    """Go's time.LoadLocation, with KubeRay's refusal of an empty name."""
     if name == "":
-        raise InvalidScheduleError("time zone must not be empty: leave timeZone unset instead")
-    if name.lower() == "local" or _GO_SPACE_RUN.search(name):
-        raise InvalidScheduleError(f"unknown time zone {name!r}: give an IANA name")
+        raise InvalidScheduleError(
+            "timeZone must not be empty string, omit the field to use the local time zone of"
+            " the operator"
+        )
+    if name == "Local":
+        return _process_local_zone()
+    if name == "UTC":
+        return datetime.UTC
+    if ".." in name or name[0] in "/\\":
+        raise InvalidScheduleError("invalid time zone: time: invalid location name")
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
-        raise InvalidScheduleError(f"unknown time zone {name!r}: {error}") from None
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidScheduleError(f"invalid time zone: unknown time zone {name}") from None
 
 
 def _process_local_zone() -> datetime.tzinfo:
@@ -259,13 +363,13 @@ def _process_local_zone() -> datetime.tzinfo:
 
 
 def _parse_rule(spec: str) -> _FieldRule | _EveryRule:
+    if spec == "":
+        raise _RobfigError("empty spec string")
     if spec.startswith("@"):
         return _parse_descriptor(spec)
     fields = [field for field in _GO_SPACE_RUN.split(spec) if field]
     if len(fields) != 5:
-        raise InvalidScheduleError(
-            f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]"
-        )
+        raise _RobfigError(f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]")
     return _FieldRule(
         minutes=_parse_field(fields[0], _MINUTES),
         hours=_parse_field(fields[1], _HOURS),
@@ -282,7 +386,7 @@ def _parse_descriptor(spec: str) -> _FieldRule | _EveryRule:
         nanoseconds = _parse_go_duration(spec[len(_EVERY_PREFIX) :], spec)
         # robfig: under a second becomes a second; the fraction of a second is dropped.
         return _EveryRule(seconds=max(nanoseconds, 1_000_000_000) // 1_000_000_000)
-    raise InvalidScheduleError(f"unrecognized descriptor: {spec}")
+    raise _RobfigError(f"unrecognized descriptor: {spec}")
 
 
 def _parse_field(field: str, bounds: _Bounds) -> int:
@@ -306,10 +410,10 @@ def _parse_range(item: str, bounds: _Bounds) -> int:
     else:
         start = _parse_int_or_name(low_and_high[0], bounds)
         if len(low_and_high) > 2:
-            raise InvalidScheduleError(f"too many hyphens: {item}")
+            raise _RobfigError(f"too many hyphens: {item}")
         end = start if len(low_and_high) == 1 else _parse_int_or_name(low_and_high[1], bounds)
     if len(range_and_step) > 2:
-        raise InvalidScheduleError(f"too many slashes: {item}")
+        raise _RobfigError(f"too many slashes: {item}")
     step = 1
     if len(range_and_step) == 2:
         step = _parse_go_int(range_and_step[1])
@@ -323,17 +427,13 @@ def _parse_range(item: str, bounds: _Bounds) -> int:
 
 def _check_range(item: str, bounds: _Bounds, *, start: int, end: int, step: int) -> None:
     if start < bounds.low:
-        raise InvalidScheduleError(
-            f"beginning of range ({start}) below minimum ({bounds.low}): {item}"
-        )
+        raise _RobfigError(f"beginning of range ({start}) below minimum ({bounds.low}): {item}")
     if end > bounds.high:
-        raise InvalidScheduleError(f"end of range ({end}) above maximum ({bounds.high}): {item}")
+        raise _RobfigError(f"end of range ({end}) above maximum ({bounds.high}): {item}")
     if start > end:
-        raise InvalidScheduleError(
-            f"beginning of range ({start}) beyond end of range ({end}): {item}"
-        )
+        raise _RobfigError(f"beginning of range ({start}) beyond end of range ({end}): {item}")
     if step == 0:
-        raise InvalidScheduleError(f"step of range should be a positive number: {item}")
+        raise _RobfigError(f"step of range should be a positive number: {item}")
 
 
 def _bits(start: int, end: int, step: int) -> int:
@@ -353,18 +453,18 @@ def _parse_go_int(text: str) -> int:
     """Go's strconv.Atoi (ASCII digits, an optional sign, int64), then robfig's refusal of
     negative numbers."""
     if not _GO_INT.fullmatch(text):
-        raise InvalidScheduleError(
+        raise _RobfigError(
             f"failed to parse int from {text}:"
             f" strconv.Atoi: parsing {_go_quote(text)}: invalid syntax"
         )
     number = int(text)
     if not -_INT64_MAX - 1 <= number <= _INT64_MAX:
-        raise InvalidScheduleError(
+        raise _RobfigError(
             f"failed to parse int from {text}: strconv.Atoi: parsing {_go_quote(text)}: "
             "value out of range"
         )
     if number < 0:
-        raise InvalidScheduleError(f"negative number ({number}) not allowed: {text}")
+        raise _RobfigError(f"negative number ({number}) not allowed: {text}")
     return number
 
 
@@ -402,10 +502,8 @@ _UNIT = re.compile(rb"[^.0-9]*")
 def _parse_go_duration(text: str, spec: str) -> int:
     """Go's time.ParseDuration in nanoseconds (bytes, like Go), with robfig's error message."""
 
-    def refuse(problem: str) -> InvalidScheduleError:
-        return InvalidScheduleError(
-            f"failed to parse duration {spec}: time: {problem} {_go_quote(text)}"
-        )
+    def refuse(problem: str) -> _RobfigError:
+        return _RobfigError(f"failed to parse duration {spec}: time: {problem} {_go_quote(text)}")
 
     rest = text.encode()
     negative = rest[:1] == b"-"
@@ -428,7 +526,7 @@ def _parse_go_duration(text: str, spec: str) -> int:
     return total
 
 
-def _duration_term(rest: bytes, refuse: Callable[[str], InvalidScheduleError]) -> tuple[int, bytes]:
+def _duration_term(rest: bytes, refuse: Callable[[str], _RobfigError]) -> tuple[int, bytes]:
     """One `<digits>[.<digits>]<unit>` of a Go duration: its nanoseconds and what follows it."""
     if not (rest[:1] == b"." or rest[:1].isdigit()):
         raise refuse("invalid duration")
@@ -489,6 +587,22 @@ def _unix_seconds(moment: datetime.datetime) -> int:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"an aware datetime is needed, not {moment!r}")
     return (moment - _UNIX_EPOCH) // _ONE_SECOND
+
+
+def _instant(unix: int, zone: datetime.tzinfo) -> datetime.datetime:
+    """Unix second `unix` as the zone's wall clock with the offset in force then, fixed.
+
+    Not the zone itself as tzinfo: Python compares two datetimes of the same ZoneInfo by wall
+    clock, ignoring `fold`, so the two 01:30 of a fall-back night would be equal, and it makes
+    `==` false between an ambiguous time and any other zone (PEP 495). An activation compared
+    with a lastScheduleTime read back in UTC must compare as the instant it is.
+    """
+    wall = _wall(unix, zone)
+    offset = wall.utcoffset()
+    assert offset is not None
+    name = wall.tzname()
+    fixed = datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
+    return wall.replace(tzinfo=fixed, fold=0)
 
 
 def _wall(unix: int, zone: datetime.tzinfo) -> datetime.datetime:

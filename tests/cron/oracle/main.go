@@ -2,8 +2,8 @@
 // that tests/cron/robfig_cases.json holds robfig's answers rather than ours.
 //
 // It reads a JSON array of cases on stdin, each {"schedule", "zone", "start", "count"}, parses
-// "TZ=<zone> <schedule>" with cron.ParseStandard as KubeRay does, and steps Next from start
-// (RFC 3339) count times. It writes the same cases with "error" (the parse error, or "") and
+// the schedule with cron.ParseStandard as KubeRay's validation does, then "TZ=<zone> <schedule>"
+// as its controller does, and steps Next from start (RFC 3339) count times. It writes the same cases with "error" (the parse error, or "") and
 // "next" (Unix seconds of each activation; it stops at the zero time, robfig's "none").
 package main
 
@@ -41,10 +41,15 @@ func main() {
 
 func answer(c *testCase) {
 	c.Next = []int64{}
-	schedule, err := cron.ParseStandard("TZ=" + c.Zone + " " + c.Schedule)
-	if err != nil {
+	// KubeRay validates the schedule alone (so surrounding spaces are refused), then fires on
+	// "TZ=<zone> <schedule>".
+	if _, err := cron.ParseStandard(c.Schedule); err != nil {
 		c.Error = err.Error()
 		return
+	}
+	schedule, err := cron.ParseStandard("TZ=" + c.Zone + " " + c.Schedule)
+	if err != nil {
+		panic(err)
 	}
 	t, err := time.Parse(time.RFC3339Nano, c.Start)
 	if err != nil {

@@ -14,12 +14,14 @@ import json
 import pathlib
 import random
 import subprocess
+import zoneinfo
 from typing import Any
 
 HERE = pathlib.Path(__file__).parent
 OUTPUT = HERE.parent / "robfig_cases.json"
 SEED = 20261126
 RANDOM_CASES = 400
+NEAR_TRANSITION_CASES = 200
 STEPS = 6
 
 ZONES = [
@@ -56,6 +58,8 @@ HAND_PICKED: list[tuple[str, str, str]] = [
     ("0 0 29 2 *", "UTC", "2024-03-01T00:00:00Z"),
     ("0 0 29 2 *", "Europe/Berlin", "2023-01-01T00:00:00Z"),
     ("0 0 30 2 *", "UTC", "2024-01-01T00:00:00Z"),
+    ("0 0 29 2 *", "UTC", "2096-03-01T00:00:00Z"),  # 2104 is past robfig's five years
+    ("0 0 29 2 *", "UTC", "2098-12-31T23:59:59Z"),
     ("0 0 31 4,6,9,11 *", "UTC", "2024-01-01T00:00:00Z"),
     ("0 0 31 * *", "UTC", "2024-01-01T00:00:00Z"),
     ("0 0 , * *", "UTC", "2024-01-01T00:00:00Z"),
@@ -146,6 +150,8 @@ INVALID = [
     "1,x * * * *",
     "** * * * *",
     "+5 * * * *",
+    " @daily",
+    "@daily ",
 ]
 
 
@@ -209,6 +215,36 @@ def random_start(rng: random.Random) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def transitions(zone: str) -> list[datetime.datetime]:
+    """The hours in 2024-2030 at which `zone` changes its UTC offset."""
+    tz = zoneinfo.ZoneInfo(zone)
+    hour = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    found = []
+    while hour.year <= 2030:
+        following = hour + datetime.timedelta(hours=1)
+        if hour.astimezone(tz).utcoffset() != following.astimezone(tz).utcoffset():
+            found.append(following)
+        hour = following
+    return found
+
+
+def near_transition(
+    rng: random.Random, changes: dict[str, list[datetime.datetime]]
+) -> tuple[str, str]:
+    """A zone, and a moment within a day before one of its offset changes: where robfig's walk
+    is most peculiar."""
+    zone = rng.choice(sorted(changes))
+    moment = rng.choice(changes[zone]) - datetime.timedelta(seconds=rng.randint(0, 86400))
+    return zone, moment.isoformat().replace("+00:00", "Z")
+
+
+def dense_schedule(rng: random.Random) -> str:
+    """A schedule firing at least daily, so that its next activations meet the transition."""
+    minute = rng.choice(["*", "*/15", "*/20", "0", "30", "45", "0,30", "5-10", "*/7"])
+    hour = rng.choice(["*", "*", "0", "1", "2", "3", "1-3", "*/2", "0,2", "2/5", "23"])
+    return f"{minute} {hour} * * *"
+
+
 def cases() -> list[dict[str, Any]]:
     rng = random.Random(SEED)
     picked = [
@@ -228,7 +264,12 @@ def cases() -> list[dict[str, Any]]:
         }
         for _ in range(RANDOM_CASES)
     ]
-    return picked + invalid + generated
+    changes = {zone: found for zone in ZONES if (found := transitions(zone))}
+    near = []
+    for _ in range(NEAR_TRANSITION_CASES):
+        zone, start = near_transition(rng, changes)
+        near.append({"schedule": dense_schedule(rng), "zone": zone, "start": start, "count": 8})
+    return picked + invalid + generated + near
 
 
 def main() -> None:
