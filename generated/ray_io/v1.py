@@ -3029,7 +3029,7 @@ class RayCronJobSpec(BaseModel):
     """
     suspend: bool | None = None
     """
-    No new RayJobs while true; RayJobs already created run on. Times missed while suspended are not made up.
+    No new RayJobs while true; RayJobs already created run on. On resuming, the most recent time missed meanwhile starts (unless older than startingDeadlineSeconds), as a Kubernetes CronJob does; KubeRay starts every missed one.
     """
     concurrency_policy: Annotated[
         Literal["Allow", "Forbid", "Replace"] | None, Field(alias="concurrencyPolicy")

@@ -160,3 +160,11 @@ def test_a_time_zone_moves_the_scheduled_instant() -> None:
     )
     assert result.create_for == datetime.datetime(2026, 11, 26, 13, 45, tzinfo=UTC)
     assert result.create_for > CREATED
+
+
+def test_resuming_starts_only_the_most_recent_time_missed_while_suspended() -> None:
+    status = {"lastScheduleTime": "2026-11-26T09:01:00Z"}
+    resumed = plan(cron(status, suspend=False), [], EVERY_MINUTE, now=at(9, 30, 10))
+    assert resumed.create_for == at(9, 30)
+    limited = cron(status, suspend=False, startingDeadlineSeconds=5)
+    assert plan(limited, [], EVERY_MINUTE, now=at(9, 30, 10)).create_for is None
