@@ -195,6 +195,11 @@ class CronSchedule:
             following = self._first_at_or_after(current + 1)
             if following is None or following > latest:
                 return current
+            if following <= current:
+                # robfig's steps go round in a circle here (Chatham, 2024-04-07: `*/15 3 * * *`
+                # fires 03:00, 03:15, 03:30 +13:45, 02:45 +12:45, then 03:00 +13:45 again, for
+                # ever); the latest instant of the circle is the answer.
+                return current
             current = following
         return _last_start_not_after(self._first_at_or_after, current, latest)
 

@@ -184,3 +184,22 @@ def test_last_at_or_before_is_replaying_next_after_around_every_dst_transition(t
             moment = transition + datetime.timedelta(minutes=minutes)
             expected = replayed(schedule, moment, since=since)
             assert schedule.last_at_or_before(moment, since=since) == expected, (zone, moment)
+
+
+def test_where_robfigs_steps_go_round_in_a_circle_the_latest_instant_of_it_is_the_answer() -> None:
+    # On Chatham's fall-back night robfig's Next from 03:30+13:45 returns 02:45+12:45, and from
+    # there 03:00+13:45, an hour earlier: its steps repeat these four instants for ever (the
+    # oracle shows it). We step as robfig does, so next_after repeats them too; last_at_or_before
+    # stops where the steps turn back.
+    schedule = parse_schedule("*/15 3 * * *", time_zone="Pacific/Chatham")
+    since = datetime.datetime(2024, 4, 6, 3, 2, 29, tzinfo=UTC)
+    steps = []
+    moment: datetime.datetime | None = since
+    for _ in range(5):
+        assert moment is not None
+        moment = schedule.next_after(moment)
+        assert moment is not None
+        steps.append(moment.astimezone(UTC).strftime("%H:%M"))
+    assert steps == ["13:15", "13:30", "13:45", "14:00", "13:15"]
+    latest = schedule.last_at_or_before(datetime.datetime(2024, 4, 7, tzinfo=UTC), since=since)
+    assert latest == datetime.datetime(2024, 4, 6, 14, 0, tzinfo=UTC)
