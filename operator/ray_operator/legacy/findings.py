@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 # Messages quote a value only this far: a legacy object may hold megabytes in one field.
 _SHOWN_VALUE_LENGTH = 60
+
+# Findings end up in Events, the status and logs, which must never carry a secret: the value of
+# a flag such as `--redis-password` is never quoted.
+_SECRET_NAME = re.compile(r"password|passwd|token|secret", re.IGNORECASE)
+_SECRET_FLAG_VALUE = re.compile(
+    r"""(--?[\w.-]*(?:password|passwd|token|secret)[\w.-]*)(=|\s+)("[^"]*"|'[^']*'|\S+)""",
+    re.IGNORECASE,
+)
+HIDDEN = "<hidden>"
 
 
 @dataclass(frozen=True)
@@ -54,11 +64,23 @@ def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+def is_secret_name(name: str) -> bool:
+    """Whether a flag or field of this name holds a secret (a password, a token)."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every secret-named flag (`--redis-password=…`) hidden."""
+    return _SECRET_FLAG_VALUE.sub(lambda match: f"{match[1]}{match[2]}{HIDDEN}", text)
+
+
 def show(value: Any) -> str:
-    """`value` as a message quotes it: JSON, cut short when long."""
+    """`value` as a message quotes it: JSON, secrets hidden, cut short when long."""
     if isinstance(value, float) and not math.isfinite(value):
         text = str(value)
-    elif isinstance(value, str | int | float | bool) or value is None:
+    elif isinstance(value, str):
+        text = json.dumps(redact(value), ensure_ascii=False)
+    elif isinstance(value, int | float | bool) or value is None:
         text = json.dumps(value, ensure_ascii=False)
     else:
         # Never the full content of a list or an object: only what it is.

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ray_operator.legacy.findings import Findings, shorten, show
+from ray_operator.legacy.findings import HIDDEN, Findings, is_secret_name, shorten, show
 from ray_operator.legacy.resources import resource_params
 
 NodeKind = Literal["head", "worker"]
@@ -224,10 +224,10 @@ def add_param(into: StartCommands, flag: str, value: str, *, path: str, findings
     """Set rayStartParams `flag`, or record a problem when it already has another value."""
     known = into.params.get(flag)
     if known is not None and known != value:
+        shown, other = (HIDDEN, HIDDEN) if is_secret_name(flag) else (show(value), show(known))
         findings.problem(
             path,
-            f"sets --{shorten(flag)} to {show(value)}, but {into.param_paths[flag]} sets it to "
-            f"{show(known)}",
+            f"sets --{shorten(flag)} to {shown}, but {into.param_paths[flag]} sets it to {other}",
         )
         return
     into.params[flag] = value
