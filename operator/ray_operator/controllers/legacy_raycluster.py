@@ -366,7 +366,7 @@ class LegacyRayClusterController:
             return False
         pods = await self._legacy_operator_pods(legacy)
         for pod in pods[:MAX_POD_DELETES]:
-            await self._delete(POD, pod)
+            await self._client.delete_seen(POD, pod)
         if pods:
             logger.info(
                 "deleted %d Pods the legacy operator had started", len(pods[:MAX_POD_DELETES])
@@ -398,13 +398,6 @@ class LegacyRayClusterController:
             for pod in listed.items
             if is_legacy_operator_pod(pod, legacy) and not pod["metadata"].get("deletionTimestamp")
         ]
-
-    async def _delete(self, kind: Kind, obj: Mapping[str, Any]) -> None:
-        metadata = obj["metadata"]
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.delete(
-                kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
-            )
 
     # --- status and deletion -------------------------------------------------------------------
 
@@ -441,7 +434,7 @@ class LegacyRayClusterController:
             return Result()
         owned = self._owned_cluster(legacy)
         if owned is not None and not owned["metadata"].get("deletionTimestamp"):
-            await self._delete(RAY_CLUSTER, owned)
+            await self._client.delete_seen(RAY_CLUSTER, owned)
             logger.info("deleted RayCluster %s", owned["metadata"]["name"])
             await self._events.record(
                 legacy,
@@ -451,7 +444,7 @@ class LegacyRayClusterController:
         await self._delete_legacy_head_service(legacy)
         pods = await self._legacy_operator_pods(legacy)
         for pod in pods[:MAX_POD_DELETES]:
-            await self._delete(POD, pod)
+            await self._client.delete_seen(POD, pod)
         if len(pods) > MAX_POD_DELETES:
             return Result(requeue_after=RETIRE_AGAIN_SECONDS)
         await remove_finalizer(self._client, LEGACY_RAY_CLUSTER, legacy, FINALIZER)
@@ -468,7 +461,7 @@ class LegacyRayClusterController:
         except NotFound:
             return
         if _owned_by(service, legacy):
-            await self._delete(SERVICE, service)
+            await self._client.delete_seen(SERVICE, service)
 
     def _forget(self, key: ObjectKey) -> None:
         for memory in (

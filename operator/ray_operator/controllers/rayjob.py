@@ -291,7 +291,7 @@ class RayJobController:
         """One deletion policy per pass (the most destructive one due), then look again when
         the next rule falls due; the caches' events of what we deleted bring us back too."""
         if plan.action == rules.DELETE_SELF:
-            await self._delete(RAY_JOB, rayjob)
+            await self._client.delete_seen(RAY_JOB, rayjob)
             logger.info("deleted RayJob %s (deletionStrategy)", rayjob["metadata"]["name"])
             return Step(None, None)  # The finalizer takes it from here.
         if plan.action == rules.DELETE_CLUSTER:
@@ -531,7 +531,7 @@ class RayJobController:
         if cluster is None:
             return True
         if not cluster["metadata"].get("deletionTimestamp"):
-            await self._delete(RAY_CLUSTER, cluster)
+            await self._client.delete_seen(RAY_CLUSTER, cluster)
             logger.info("deleted RayCluster %s", name)
             await self._events.record(
                 rayjob, reason="DeletedRayCluster", message=f"Deleted RayCluster {name}"
@@ -543,7 +543,7 @@ class RayJobController:
         if job is None:
             return True
         if not job["metadata"].get("deletionTimestamp"):
-            await self._delete(JOB, job)
+            await self._client.delete_seen(JOB, job)
         return False
 
     async def delete_head_service(self, rayjob: RayJob) -> bool:
@@ -554,7 +554,7 @@ class RayJobController:
         if service is None:
             return True
         if not service["metadata"].get("deletionTimestamp"):
-            await self._delete(SERVICE, service)
+            await self._client.delete_seen(SERVICE, service)
         return False
 
     async def ensure_finalizer(self, rayjob: RayJob) -> bool:
@@ -645,13 +645,6 @@ class RayJobController:
             ):
                 return pod
         return None
-
-    async def _delete(self, kind: Kind, obj: Object) -> None:
-        metadata = obj["metadata"]
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.delete(
-                kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
-            )
 
 
 def rayjob_controller(

@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -66,7 +65,6 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import (
     AlreadyExists,
     BadRequest,
-    Conflict,
     Forbidden,
     Invalid,
     KubeError,
@@ -735,7 +733,7 @@ class RayServeGraphController:
             metadata = rayservice["metadata"]
             if metadata["name"] == keep or metadata.get("deletionTimestamp"):
                 continue
-            await self._delete(RAY_SERVICE, rayservice)
+            await self._client.delete_seen(RAY_SERVICE, rayservice)
             await self._events.record(
                 rsg,
                 reason="DeletedRayService",
@@ -815,7 +813,7 @@ class RayServeGraphController:
             for owned in self._store.list_owned_by(kind, uid):
                 if owned["metadata"].get("deletionTimestamp"):
                     continue
-                await self._delete(kind, owned)
+                await self._client.delete_seen(kind, owned)
                 logger.info("deleted %s %s", kind, owned["metadata"]["name"])
                 if kind == RAY_SERVICE:
                     await self._events.record(
@@ -825,13 +823,6 @@ class RayServeGraphController:
                     )
         await remove_finalizer(self._client, RAY_SERVE_GRAPH, rsg, FINALIZER)
         return Result()
-
-    async def _delete(self, kind: Kind, obj: Object) -> None:
-        metadata = obj["metadata"]
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.delete(
-                kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
-            )
 
 
 # --- pure helpers ------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ per reconcile: PyYAML needs seconds for a config of a megabyte (`read_spec`).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import hashlib
 import json
@@ -279,7 +278,7 @@ class RayServiceController:
         what = "RayCluster" if kind == RAY_CLUSTER else "Service"
         namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         try:
-            await self._delete(kind, obj)
+            await self._client.delete_seen(kind, obj)
         except KubeError as error:
             await self._events.record(
                 rayservice,
@@ -425,7 +424,7 @@ class RayServiceController:
             )
             if self._monotonic() < due:
                 continue
-            await self._delete(RAY_CLUSTER, cluster)
+            await self._client.delete_seen(RAY_CLUSTER, cluster)
             self._deletion_due.pop(metadata["uid"], None)
             self._forget_serve_config(rayservice, metadata["name"])
             logger.info("deleted replaced RayCluster %s", metadata["name"])
@@ -600,7 +599,7 @@ class RayServiceController:
         if clusters_left:
             return Result(requeue_after=1.0)
         for service in self._store.list_owned_by(SERVICE, rayservice["metadata"]["uid"]):
-            await self._delete(SERVICE, service)
+            await self._client.delete_seen(SERVICE, service)
         await remove_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
         self._serve_configs.pop(ObjectKey.of(rayservice), None)
         self._spec_readings.pop(ObjectKey.of(rayservice), None)
@@ -701,13 +700,6 @@ class RayServiceController:
 
     def _forget_serve_config(self, rayservice: RayService, cluster_name: str) -> None:
         self._serve_configs.get(ObjectKey.of(rayservice), {}).pop(cluster_name, None)
-
-    async def _delete(self, kind: Kind, obj: Object) -> None:
-        metadata = obj["metadata"]
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.delete(
-                kind, metadata["name"], namespace=metadata["namespace"], uid=metadata.get("uid")
-            )
 
 
 def _spec_digest(rayservice: RayService) -> str:

@@ -21,6 +21,7 @@ running.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -34,7 +35,13 @@ from typing import TYPE_CHECKING, Any, cast
 import aiohttp
 
 from ray_operator.lean_imports import defer_unneeded_imports
-from ray_operator.runtime.errors import KubeError, TransportError, error_from_status
+from ray_operator.runtime.errors import (
+    Conflict,
+    KubeError,
+    NotFound,
+    TransportError,
+    error_from_status,
+)
 from ray_operator.runtime.kinds import OPERATOR_NAME, Kind, Viewed
 
 if TYPE_CHECKING:
@@ -364,6 +371,15 @@ class KubeClient:
             what=_what("delete", kind, namespace, name),
             request_timeout=request_timeout,
         )
+
+    async def delete_seen(self, kind: Kind, obj: Mapping[str, Any]) -> None:
+        """Delete `obj` as it was seen, its uid a precondition: already gone, or replaced by a
+        new object of that name meanwhile (409), is nothing left to do."""
+        metadata = obj["metadata"]
+        with contextlib.suppress(NotFound, Conflict):
+            await self.delete(
+                kind, metadata["name"], namespace=metadata.get("namespace"), uid=metadata.get("uid")
+            )
 
     async def delete_collection(
         self,
