@@ -15,9 +15,9 @@ from ray_operator.builders.rayjob import owner_reference
 from ray_operator.status.raycronjob import (
     CRONJOB_NAME_LABEL,
     SCHEDULED_TIMESTAMP_ANNOTATION,
-    format_time,
     rayjob_name,
 )
+from ray_operator.status.rayjob import format_time
 
 JSON = dict[str, Any]
 

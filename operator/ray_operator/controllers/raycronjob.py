@@ -35,6 +35,7 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.runtime.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
 from ray_operator.status import raycronjob as rules
+from ray_operator.status.rayjob import format_time
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycronjob import validate_raycronjob
 
@@ -93,7 +94,7 @@ class RayCronJobController:
         await self.delete_rayjobs(cron, plan.delete)
         if plan.forbidden is not None:
             message = (
-                f"skipped the run of {rules.format_time(plan.forbidden)}: an earlier RayJob still "
+                f"skipped the run of {format_time(plan.forbidden)}: an earlier RayJob still "
                 "runs and concurrencyPolicy is Forbid"
             )
             await self.report_once(key, cron, reason="SkippedRayJob", message=message)
@@ -148,10 +149,7 @@ class RayCronJobController:
             job = self._store.get(RAY_JOB, namespace, name)
             if job is None or job["metadata"].get("deletionTimestamp"):
                 continue
-            with contextlib.suppress(NotFound, Conflict):
-                await self._client.delete(
-                    RAY_JOB, name, namespace=namespace, uid=job["metadata"].get("uid")
-                )
+            await self._client.delete_seen(RAY_JOB, job)
             logger.info("deleted RayJob %s", name)
             await self._events.record(
                 cron, reason="DeletedRayJob", message=f"deleted RayJob {name}"
@@ -164,11 +162,11 @@ class RayCronJobController:
             await self._client.create(RAY_JOB, body, namespace=namespace)
         except AlreadyExists:
             return  # created before (a lost answer, or KubeRay ran here): that time is handled
-        logger.info("created RayJob %s for %s", name, rules.format_time(scheduled))
+        logger.info("created RayJob %s for %s", name, format_time(scheduled))
         await self._events.record(
             cron,
             reason="CreatedRayJob",
-            message=f"created RayJob {name} for the run of {rules.format_time(scheduled)}",
+            message=f"created RayJob {name} for the run of {format_time(scheduled)}",
         )
 
     async def write_status(self, cron: RayCronJob, new: dict[str, Any]) -> None:

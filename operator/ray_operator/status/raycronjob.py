@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator.cron import CronSchedule
 from ray_operator.dashboard.models import SUCCEEDED
-from ray_operator.status.rayjob import COMPLETE, FAILED_STATE, VALIDATION_FAILED
+from ray_operator.status.rayjob import COMPLETE, FAILED_STATE, VALIDATION_FAILED, format_time
+from ray_operator.status.rayservice import parse_time
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCronJob, RayJob
@@ -188,19 +189,3 @@ def _status(
     if active:
         status["active"] = list(active)
     return status
-
-
-def parse_time(value: object) -> datetime.datetime | None:
-    """An RFC 3339 time as the API writes it; None when absent or unreadable."""
-    if not isinstance(value, str) or len(value) > 64:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
-def format_time(moment: datetime.datetime) -> str:
-    """RFC 3339 in UTC, to the second, as Kubernetes writes times."""
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -384,7 +384,7 @@ def initializing_for(conditions: Sequence[Object], *, now: datetime.datetime) ->
     ready = _condition(conditions, READY)
     if ready is None or ready.get("status") != "False" or ready.get("reason") != INITIALIZING:
         return None
-    since = _parse_time(ready.get("lastTransitionTime"))
+    since = parse_time(ready.get("lastTransitionTime"))
     return None if since is None else max(0.0, (now - since).total_seconds())
 
 
@@ -428,8 +428,14 @@ def _decimal(value: int, unit: int) -> str:
     return f"{whole}.{fraction:0{digits}d}".rstrip("0")
 
 
-def _parse_time(value: object) -> datetime.datetime | None:
-    if not isinstance(value, str):
+MAX_TIME_LENGTH = 64
+"""Longer is no RFC 3339 time: refused before it is parsed."""
+
+
+def parse_time(value: object) -> datetime.datetime | None:
+    """An RFC 3339 time as the API writes it (naive ones read as UTC); None when absent or
+    unreadable, as a user-writable field or annotation may be."""
+    if not isinstance(value, str) or len(value) > MAX_TIME_LENGTH:
         return None
     try:
         moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
