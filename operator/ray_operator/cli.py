@@ -211,7 +211,9 @@ def controllers_for(
         from ray_operator.localray.agent import LocalRayResolver
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
-    limits = ClusterLimits(max_pods_per_cluster=settings.max_pods_per_cluster)
+    limits = ClusterLimits(
+        max_pods_per_cluster=settings.max_pods_per_cluster, feature_gates=settings.feature_gates
+    )
     optional: list[ControllerFactory] = []
     if settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         from ray_operator.controllers.raycronjob import raycronjob_controller

@@ -37,6 +37,10 @@ class Gate:
 
 
 RAY_CRON_JOB: Final = "RayCronJob"
+RAY_CLUSTER_NETWORK_POLICY: Final = "RayClusterNetworkPolicy"
+RAY_CLUSTER_MTLS: Final = "RayClusterMTLS"
+RAY_CLUSTER_HISTORY_SERVER: Final = "RayClusterHistoryServer"
+RAY_SERVICE_INCREMENTAL_UPGRADE: Final = "RayServiceIncrementalUpgrade"
 
 GATES: Final[Mapping[str, Gate]] = {
     gate.name: gate
@@ -46,13 +50,13 @@ GATES: Final[Mapping[str, Gate]] = {
         Gate("RayMultiHostIndexing", True, GateSupport.ALWAYS_ON),
         # KubeRay's default is off (alpha); RayCronJob is a kind users ask for, so it is on here.
         Gate(RAY_CRON_JOB, True, GateSupport.HONOURED),
-        Gate("RayServiceIncrementalUpgrade", False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_SERVICE_INCREMENTAL_UPGRADE, False, GateSupport.NOT_IMPLEMENTED),
         Gate("SidecarSubmitterRestart", False, GateSupport.NOT_IMPLEMENTED),
-        Gate("RayClusterNetworkPolicy", False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.NOT_IMPLEMENTED),
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).
         Gate("GCSFaultToleranceEmbeddedStorage", True, GateSupport.ALWAYS_ON),
-        Gate("RayClusterMTLS", False, GateSupport.NOT_IMPLEMENTED),
-        Gate("RayClusterHistoryServer", False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_MTLS, False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.NOT_IMPLEMENTED),
         Gate("KubernetesWAS", False, GateSupport.NOT_IMPLEMENTED),
     )
 }
@@ -73,6 +77,16 @@ class FeatureGates:
     def enabled(self, name: str) -> bool:
         """Whether gate `name` (one of `GATES`) is on."""
         return self.overrides.get(name, GATES[name].default)
+
+
+def gate_off_detail(name: str) -> str:
+    """Why a field behind gate `name` is refused while the gate is off, and what turns it on."""
+    gate = GATES[name]
+    if gate.support is GateSupport.NOT_IMPLEMENTED:
+        return f"not implemented by this operator yet (KubeRay's {name} feature gate)"
+    return (
+        f"the {name} feature gate is off in this operator (--feature-gates={name}=true turns it on)"
+    )
 
 
 def parse_feature_gates(text: str) -> FeatureGates:

@@ -11,6 +11,7 @@ from ray_operator.features import (
     GATES,
     RAY_CRON_JOB,
     InvalidFeatureGatesError,
+    gate_off_detail,
     parse_feature_gates,
 )
 from ray_operator.runtime.kinds import RAY_CRON_JOB as RAY_CRON_JOB_KIND
@@ -93,3 +94,13 @@ def test_every_problem_is_named_at_once() -> None:
 def test_a_huge_flag_is_refused_before_it_is_read() -> None:
     with pytest.raises(InvalidFeatureGatesError, match="longer than 4096"):
         parse_feature_gates("RayCronJob=true," * 1000)
+
+
+def test_a_field_refused_for_its_gate_says_what_turns_it_on() -> None:
+    assert gate_off_detail(RAY_CRON_JOB) == (
+        "the RayCronJob feature gate is off in this operator "
+        "(--feature-gates=RayCronJob=true turns it on)"
+    )
+    assert gate_off_detail("KubernetesWAS") == (
+        "not implemented by this operator yet (KubeRay's KubernetesWAS feature gate)"
+    )

@@ -13,6 +13,7 @@ from ray_operator.validation import (
     validate_raycluster,
     validate_raycluster_status,
 )
+from ray_operator.validation.raycluster import GATED_FIELDS
 
 from tests.builders.clusters import raycluster, worker_group
 from tests.builders.samples import raycluster_samples
@@ -32,11 +33,11 @@ def test_kuberay_samples_are_valid(file_name: str) -> None:
     assert validate_raycluster(RayCluster.model_validate(raycluster_samples()[file_name])) == []
 
 
-def test_alpha_features_we_do_not_implement_are_rejected() -> None:
-    cluster = raycluster(tlsOptions={"enabled": True})
-    assert _messages(cluster) == [
-        "spec.tlsOptions: Forbidden: not supported by this operator (an alpha feature gate in KubeRay)"  # noqa: E501
-    ]
+@pytest.mark.parametrize("field", sorted(GATED_FIELDS))
+def test_every_gated_field_is_refused_by_default_and_names_its_gate(field: str) -> None:
+    (error,) = validate_raycluster(raycluster(**{field: {}}))
+    assert error.field == f"spec.{field}"
+    assert GATED_FIELDS[field] in str(error)
 
 
 def test_a_minimal_cluster_is_valid() -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ray_operator.features import FeatureGates
+
 DEFAULT_MAX_PODS_PER_CLUSTER = 10_000
 
 
@@ -27,6 +29,10 @@ class ClusterLimits:
 
     max_pods_per_cluster: int = DEFAULT_MAX_PODS_PER_CLUSTER
     """Pods one cluster may want: head + every group's replicas (and minReplicas) x numOfHosts."""
+
+    feature_gates: FeatureGates = dataclasses.field(default_factory=FeatureGates)
+    """The operator's `--feature-gates`: a gated field is refused, naming its gate, while the
+    gate is off (what a cluster may ask for depends on what the operator was started with)."""
 
 
 DEFAULT_LIMITS = ClusterLimits()

@@ -4,8 +4,8 @@ Covers what KubeRay's `utils/validation.go` (`ValidateRayClusterMetadata`, `Vali
 `ValidateRayClusterUpgradeOptions`, `ValidateRayClusterStatus`) and its webhook (unique group names)
 check, but reports every violation at once with its field path, where KubeRay stops at the first.
 Beyond KubeRay: a group name must be a valid label value (it becomes `ray.io/group`; KubeRay would
-only fail at Pod creation). KubeRay's alpha features that are off by default there (TLS, network
-policy, history server) are rejected as unsupported; the embedded RocksDB GCS backend is accepted.
+only fail at Pod creation). KubeRay's alpha fields (TLS, network policy, history server) are refused
+while their feature gate (`--feature-gates`) is off; the embedded RocksDB GCS backend is accepted.
 Beyond KubeRay too: the Pod templates are checked with Kubernetes' own Pod rules
 (`validation/pod_template.py`: what the API server would refuse at Pod creation), the groups'
 `resources` quantities are valid and bounded, and the Pods the cluster asks for stay within
@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from ray_operator import features
 from ray_operator import labels as names
 from ray_operator.builders.manifest import (
     JSON,
@@ -90,7 +91,7 @@ def validate_raycluster(
         _fault_tolerance_errors,
         _autoscaling_errors,
         _auth_errors,
-        _unsupported_feature_errors,
+        functools.partial(_feature_gate_errors, limits=limits),
         _upgrade_strategy_errors,
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),
@@ -463,13 +464,19 @@ def _auth_errors(cluster: RayCluster) -> Iterator[FieldError]:
             yield forbidden(f"{path}.secretName", "cannot be set with enableK8sTokenAuth")
 
 
-def _unsupported_feature_errors(cluster: RayCluster) -> Iterator[FieldError]:
-    # KubeRay ships these behind alpha feature gates that are off by default; we do not have them.
-    for field in ("tlsOptions", "networkPolicy", "historyServerOptions"):
-        if spec(cluster).get(field) is not None:
-            yield forbidden(
-                f"spec.{field}", "not supported by this operator (an alpha feature gate in KubeRay)"
-            )
+# KubeRay's alpha fields, each behind the feature gate of the same name in KubeRay.
+GATED_FIELDS: Mapping[str, str] = {
+    "networkPolicy": features.RAY_CLUSTER_NETWORK_POLICY,
+    "tlsOptions": features.RAY_CLUSTER_MTLS,
+    "historyServerOptions": features.RAY_CLUSTER_HISTORY_SERVER,
+}
+
+
+def _feature_gate_errors(cluster: RayCluster, *, limits: ClusterLimits) -> Iterator[FieldError]:
+    """A gated field is refused while its gate is off, naming the flag that turns it on."""
+    for field, gate in GATED_FIELDS.items():
+        if spec(cluster).get(field) is not None and not limits.feature_gates.enabled(gate):
+            yield forbidden(f"spec.{field}", features.gate_off_detail(gate))
 
 
 def _upgrade_strategy_errors(cluster: RayCluster) -> Iterator[FieldError]:

@@ -190,7 +190,10 @@ def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], W
 
     def build(context: ComponentContext) -> Webhooks:
         # The unguarded client: a standby replica must keep its certificate current too.
-        limits = ClusterLimits(max_pods_per_cluster=context.settings.max_pods_per_cluster)
+        limits = ClusterLimits(
+            max_pods_per_cluster=context.settings.max_pods_per_cluster,
+            feature_gates=context.settings.feature_gates,
+        )
         return Webhooks(
             options, client=context.client, limits=limits, gates=context.settings.feature_gates
         )
