@@ -78,6 +78,10 @@ class FeatureGates:
         """Whether gate `name` (one of `GATES`) is on."""
         return self.overrides.get(name, GATES[name].default)
 
+    def merged(self, later: FeatureGates) -> FeatureGates:
+        """These gates with `later`'s settings on top (a repeated `--feature-gates`)."""
+        return FeatureGates({**self.overrides, **later.overrides})
+
 
 def gate_off_detail(name: str) -> str:
     """Why a field behind gate `name` is refused while the gate is off, and what turns it on."""

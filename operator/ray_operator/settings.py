@@ -272,9 +272,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--feature-gates",
         type=_feature_gates,
+        action=_MergeFeatureGates,
         default=env("feature-gates", _feature_gates, defaults.feature_gates),
         help="KubeRay's feature gates, <gate>=true|false,... (RayCronJob is on by default; "
-        "gates this operator cannot honour are refused by name)",
+        "gates this operator cannot honour are refused by name); may be repeated, later "
+        "values win, so each kustomize component can add its own",
     )
     add(
         "--legacy-clusters",
@@ -365,6 +367,21 @@ def _feature_gates(raw: str) -> FeatureGates:
         return parse_feature_gates(raw)
     except InvalidFeatureGatesError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+class _MergeFeatureGates(argparse.Action):
+    """Each `--feature-gates` adds to the ones before it (and to the environment's), as
+    Kubernetes' own `--feature-gates` does."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        earlier: FeatureGates = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, earlier.merged(values))
 
 
 def parse_boolean(raw: str) -> bool:

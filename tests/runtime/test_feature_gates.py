@@ -104,3 +104,18 @@ def test_a_field_refused_for_its_gate_says_what_turns_it_on() -> None:
     assert gate_off_detail("KubernetesWAS") == (
         "not implemented by this operator yet (KubeRay's KubernetesWAS feature gate)"
     )
+
+
+def test_a_repeated_flag_adds_to_the_earlier_ones_and_the_later_value_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAY_OPERATOR_FEATURE_GATES", "KubernetesWAS=false")
+    gates = parse(
+        "--feature-gates=RayCronJob=false",
+        "--feature-gates=RayCronJob=true,RayMultiHostIndexing=true",
+    ).feature_gates
+    assert gates.overrides == {
+        "KubernetesWAS": False,
+        "RayCronJob": True,
+        "RayMultiHostIndexing": True,
+    }
