@@ -30,13 +30,15 @@ MTLS_NEEDS = [
     *[
         (verb, resource, None)
         for resource in ("issuers.cert-manager.io", "certificates.cert-manager.io")
-        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
     ],
     ("get", "secrets", None),
     ("patch", "secrets", None),
 ]
-# Secrets are read by name only; cert-manager's other kinds are none of the operator's business.
+# Changes are patches; Secrets are read by name only; cert-manager's other kinds are none of the
+# operator's business.
 MTLS_NEVER = [
+    ("update", "certificates.cert-manager.io", None),
     ("list", "secrets", None),
     ("watch", "secrets", None),
     ("create", "clusterissuers.cert-manager.io", None),

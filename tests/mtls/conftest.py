@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,17 +41,16 @@ def install_cert_manager_crds(kubeconfig: Path) -> None:
     kubectl = [shutil.which("kubectl") or "kubectl", "--kubeconfig", str(kubeconfig)]
     text = yaml.safe_dump_all(documents)
     subprocess.run([*kubectl, "apply", "--server-side", "-f", "-"], input=text.encode(), check=True)
-    subprocess.run(
-        [
-            *kubectl,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            *(f"crd/{crd}" for crd in CERT_MANAGER_CRDS),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    wait = [*kubectl, "wait", "--for=condition=Established", "--timeout=60s"]
+    wait += [f"crd/{crd}" for crd in CERT_MANAGER_CRDS]
+    # A CRD applied a moment ago may have no conditions yet, which `kubectl wait` takes for an
+    # error rather than for "not yet" (as install_crds knows): ask again a few times.
+    for attempt in range(10):
+        waited = subprocess.run(wait, check=False, capture_output=True, text=True)
+        if waited.returncode == 0:
+            return
+        time.sleep(0.5 * (attempt + 1))
+    raise AssertionError(f"cert-manager's CRDs did not become established: {waited.stderr}")
 
 
 @pytest.fixture(scope="session")

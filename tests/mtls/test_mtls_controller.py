@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ray_operator.builders.mtls import build_certificates, build_issuers
 
 from tests.controllers.conftest import Harness
 from tests.mtls.conftest import StartOperator
@@ -269,3 +270,36 @@ async def test_no_secret_value_reaches_a_log_line_an_event_or_the_status(
     for text in (caplog.text, events, status):
         assert marker not in text
         assert encoded not in text
+
+
+async def test_the_pki_kuberay_made_is_taken_over_without_a_write(
+    harness: Harness, start_operator: StartOperator
+) -> None:
+    await harness.apply(sample())
+    cluster = await harness.cluster(NAME)
+    cluster["metadata"]["namespace"] = harness.namespace
+    made = [
+        *build_issuers(cluster),
+        *build_certificates(cluster, pods=[], cluster_domain="cluster.local"),
+    ]
+    for obj in made:
+        obj["metadata"]["labels"]["app.kubernetes.io/created-by"] = "kuberay-operator"
+        await harness.apply(obj)
+    before = {
+        (kind, item["metadata"]["name"]): item["metadata"]["resourceVersion"]
+        for kind in ("issuers", "certificates")
+        for item in (await harness.get_json(kind))["items"]
+    }
+    await start_operator()
+
+    async def waiting_event() -> bool:
+        events = await harness.get_json("events", "--field-selector", "reason=MTLSCertsNotReady")
+        return bool(events["items"])
+
+    await harness.eventually(waiting_event, what="the operator reconciling the cluster")
+    after = {
+        (kind, item["metadata"]["name"]): item["metadata"]["resourceVersion"]
+        for kind in ("issuers", "certificates")
+        for item in (await harness.get_json(kind))["items"]
+    }
+    assert after == before

@@ -39,12 +39,13 @@ from ray_operator.builders.mtls import (
     SECRET_KEYS,
     build_certificates,
     build_issuers,
+    ca_certificate_name,
     is_certificate_ready,
     is_tls_enabled,
     leaf_certificate_names,
     sans_differ,
 )
-from ray_operator.runtime.errors import ApiError, Conflict, Forbidden, NotFound
+from ray_operator.runtime.errors import Conflict, Forbidden, NotFound
 from ray_operator.runtime.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
 
 if TYPE_CHECKING:
@@ -213,8 +214,8 @@ class ClusterMTLS:
         self, key: ObjectKey, cluster: RayCluster, existing: Object, desired: Object
     ) -> None:
         name = existing["metadata"]["name"]
+        # The SANs only: labels are the drift repair's, which leaves KubeRay's `created-by` alone.
         patch = {
-            "metadata": {"labels": desired["metadata"]["labels"]},
             "spec": {
                 "dnsNames": desired["spec"]["dnsNames"],
                 "ipAddresses": desired["spec"]["ipAddresses"],
@@ -246,6 +247,9 @@ class ClusterMTLS:
             problem = await self._check_secret(key, certificate)
             if problem is not None:
                 return problem
+        ca = certificates.get(ca_certificate_name(cluster_name(cluster)))
+        if ca is not None:  # its Secret too gets an ownerReference, as KubeRay gives it
+            await self._check_secret(key, ca)
         return None
 
     async def _check_secret(self, key: ObjectKey, certificate: Object) -> str | None:
@@ -344,9 +348,11 @@ class ClusterMTLS:
             probe.served = False
             logger.error("%s", _CERT_MANAGER_MISSING)
             return _CERT_MANAGER_MISSING
-        except ApiError as error:
-            logger.warning("could not tell whether cert-manager is installed: %s", error)
-            return f"spec.tlsOptions: cert-manager could not be reached ({error})"
+        except Forbidden:
+            # Asked again at the next reconcile (a minute later): RBAC may be applied meanwhile.
+            probe.served = None
+            return _NOT_ALLOWED
+        # Any other error (a timeout, a 5xx) propagates: the queue retries with backoff.
         probe.served = True
         return None
 
@@ -356,6 +362,10 @@ class ClusterMTLS:
         self._updated_from.pop(key, None)
 
 
+_NOT_ALLOWED: Final = (
+    "spec.tlsOptions: the operator may not read cert-manager.io Issuers and Certificates: "
+    "apply the RBAC of config/mtls (it comes with --feature-gates=RayClusterMTLS=true)"
+)
 _CERT_MANAGER_MISSING: Final = (
     "spec.tlsOptions: mTLS requires cert-manager, but its CustomResourceDefinitions "
     "(issuers.cert-manager.io, certificates.cert-manager.io) are not installed: install "
