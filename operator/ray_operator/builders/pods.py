@@ -35,6 +35,7 @@ from ray_operator.builders.manifest import (
     spec,
 )
 from ray_operator.builders.metadata import owner_references, pod_labels
+from ray_operator.builders.mtls import configure_tls
 from ray_operator.builders.naming import (
     check_name,
     head_pod_name,
@@ -212,7 +213,7 @@ def _add_autoscaler(draft: _PodDraft, *, options: PodOptions) -> None:
 
 
 def _configure_shared(draft: _PodDraft) -> None:
-    """The template steps head and workers share: GCS FT, the metrics port, token auth."""
+    """The template steps head and workers share: GCS FT, the metrics port, token auth, mTLS."""
     configure_gcs_fault_tolerance(
         draft.cluster,
         node_type=draft.node_type,
@@ -221,6 +222,11 @@ def _configure_shared(draft: _PodDraft) -> None:
         params=draft.params,
     )
     inject.ensure_metrics_port(draft.ray)
+    _configure_token_auth(draft)
+    configure_tls(draft.cluster, draft.spec, node_type=draft.node_type)
+
+
+def _configure_token_auth(draft: _PodDraft) -> None:
     cluster_spec = spec(draft.cluster)
     if not is_auth_enabled(cluster_spec):
         return

@@ -145,6 +145,12 @@ LEGACY_RAY_CLUSTER: Final[Kind[JSON]] = Kind(
 """The RayCluster of Ray's legacy Python operator, served with `--legacy-clusters`: converted
 into a ray.io RayCluster of the same name, which it owns."""
 
+ISSUER: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "issuers", "Issuer")
+CERTIFICATE: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "certificates", "Certificate")
+CERT_MANAGER_KINDS: tuple[Kind, ...] = (ISSUER, CERTIFICATE)
+"""The PKI of an mTLS RayCluster (`spec.tlsOptions`): cached only with the RayClusterMTLS gate on,
+through `ray.io/cluster`, and only where cert-manager's CRDs are installed."""
+
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
@@ -175,10 +181,13 @@ OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
     RAY_CRON_JOB: (),
     RAY_SERVE_GRAPH: (CONFIG_MAP,),
     LEGACY_RAY_CLUSTER: (),
+    ISSUER: (),
+    CERTIFICATE: (),
 }
-"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), each
-with the kinds cached only for it. Without the CRD the operator runs without that controller
-instead of waiting forever for a cache that can never list (which would stop every kind)."""
+"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), and
+cert-manager's (not installed), each with the kinds cached only for it. Without the CRD the
+operator runs without that controller (or those objects) instead of waiting forever for a cache
+that can never list (which would stop every kind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +254,7 @@ def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
     What either operator created is recognised: ownership is then decided by ownerReferences
     (the owner's uid), never by who created it, so a cluster KubeRay ran is taken over as is.
     """
-    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS):
+    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS, *CERT_MANAGER_KINDS):
         # Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or ours with `created-by`
         # removed). PVCs and Ingresses too: KubeRay's carry `ray.io/cluster` (its PVC no other
         # label), so a taken-over cluster's are seen.
