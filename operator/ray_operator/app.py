@@ -45,6 +45,7 @@ from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import (
     LEGACY_RAY_CLUSTER,
     OPTIONAL_KINDS,
+    POD_GROUP_KINDS,
     RAY_CRON_JOB,
     WATCHED_KINDS,
     Kind,
@@ -134,16 +135,22 @@ async def _main(
 
 def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
     """The kinds a replica caches: the default ones (RayCronJobs only with their feature gate
-    on), and the legacy RayCluster when it serves that kind (`--legacy-clusters`)."""
+    on), the legacy RayCluster when it serves that kind (`--legacy-clusters`), and the PodGroups
+    of the chosen `--batch-scheduler`."""
     kinds = WATCHED_KINDS
     if not settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         kinds = tuple(kind for kind in kinds if kind != RAY_CRON_JOB)
+    if settings.batch_scheduler in POD_GROUP_KINDS:
+        kinds = (*kinds, POD_GROUP_KINDS[settings.batch_scheduler])
     return (*kinds, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else kinds
 
 
 SERVED_PROBE_SECONDS = 30.0
 
-CRD_SOURCES: dict[Kind, str] = {LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)"}
+CRD_SOURCES: dict[Kind, str] = {
+    LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)",
+    **{kind: f"the {name} scheduler's CRDs" for name, kind in POD_GROUP_KINDS.items()},
+}
 """Where the CRD of an optional kind is, when not in crd/."""
 
 

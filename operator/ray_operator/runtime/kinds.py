@@ -145,6 +145,20 @@ LEGACY_RAY_CLUSTER: Final[Kind[JSON]] = Kind(
 """The RayCluster of Ray's legacy Python operator, served with `--legacy-clusters`: converted
 into a ray.io RayCluster of the same name, which it owns."""
 
+VOLCANO_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", qualified=True
+)
+SCHEDULER_PLUGINS_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", qualified=True
+)
+"""The PodGroups of `--batch-scheduler=volcano` / `scheduler-plugins`, cached only then (all of
+the namespace's: KubeRay's carry no label to select them by)."""
+POD_GROUP_KINDS: Mapping[str, Kind[JSON]] = {
+    "volcano": VOLCANO_POD_GROUP,
+    "scheduler-plugins": SCHEDULER_PLUGINS_POD_GROUP,
+}
+"""The PodGroup kind each `--batch-scheduler` creates (the others create none)."""
+
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
@@ -175,10 +189,13 @@ OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
     RAY_CRON_JOB: (),
     RAY_SERVE_GRAPH: (CONFIG_MAP,),
     LEGACY_RAY_CLUSTER: (),
+    VOLCANO_POD_GROUP: (),
+    SCHEDULER_PLUGINS_POD_GROUP: (),
 }
-"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), each
-with the kinds cached only for it. Without the CRD the operator runs without that controller
-instead of waiting forever for a cache that can never list (which would stop every kind)."""
+"""Our own kinds (and the batch schedulers' PodGroups) an install may lack (the operator was
+upgraded, its new CRD not applied), each with the kinds cached only for it. Without the CRD the
+operator runs without that controller instead of waiting forever for a cache that can never list
+(which would stop every kind)."""
 
 
 @dataclass(frozen=True, slots=True)
