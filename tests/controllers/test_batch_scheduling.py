@@ -407,3 +407,19 @@ async def test_without_a_batch_scheduler_nothing_of_theirs_appears(
         assert "scheduling.k8s.io/group-name" not in (pod["metadata"].get("annotations") or {})
     assert not (await harness.get_json(VOLCANO_PG))["items"]
     assert not (await harness.get_json(PLUGINS_PG))["items"]
+
+
+@pytest.mark.usefixtures("podgroup_crds")
+async def test_the_volcano_sample_gets_its_queued_podgroup(
+    harness: Harness, start_operator: StartOperator
+) -> None:
+    await start_operator("volcano")
+    await harness.kubectl(
+        "apply", "--server-side", "-f", str(REPO_ROOT / "samples" / "ray-cluster.volcano.yaml")
+    )
+    group = await existing(harness, VOLCANO_PG, "ray-ray-gang-pg")
+    assert group["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "3", "memory": "5Gi"},
+        "queue": "ml-team",
+    }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness
 from tests.controllers.test_batch_scheduling import StartOperator, cluster, start_operator
 
@@ -18,6 +19,7 @@ __all__ = ["start_operator"]  # fixture, used by name
 
 QUEUE_LABEL = {"kueue.x-k8s.io/queue-name": "user-queue"}
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+SAMPLE = REPO_ROOT / "samples" / "ray-job.kueue.yaml"
 
 
 def queued_rayjob(name: str, **spec: Any) -> dict[str, Any]:
@@ -55,20 +57,20 @@ async def nothing_made(harness: Harness) -> bool:
     return True
 
 
-async def test_a_queued_rayjob_created_suspended_creates_nothing_until_admitted(
+async def test_the_queued_sample_creates_nothing_until_admitted_then_runs(
     harness: Harness, start_operator: StartOperator
 ) -> None:
     await start_operator("")
-    await harness.apply(queued_rayjob("waits", suspend=True))
-    await reaches(harness, "waits", "Suspended")
+    await harness.kubectl("apply", "--server-side", "-f", str(SAMPLE))
+    await reaches(harness, "ray-job-queued", "Suspended")
     assert await nothing_made(harness)
     await harness.kubectl(
-        "patch", "rayjob", "waits", "--type=merge", "-p", '{"spec": {"suspend": false}}'
+        "patch", "rayjob", "ray-job-queued", "--type=merge", "-p", '{"spec": {"suspend": false}}'
     )
-    await reaches(harness, "waits", "Running")
-    status = (await harness.get_json("rayjob/waits"))["status"]
+    await reaches(harness, "ray-job-queued", "Running")
+    status = (await harness.get_json("rayjob/ray-job-queued"))["status"]
     assert len(await harness.pods(status["rayClusterName"])) == 2
-    assert (await harness.get_json("job/waits"))["metadata"]["name"] == "waits"
+    assert (await harness.get_json("job/ray-job-queued"))["metadata"]["name"] == "ray-job-queued"
 
 
 async def test_a_running_rayjob_suspended_by_kueue_gives_its_pods_back(
