@@ -200,7 +200,8 @@ class RayJobController:
             await self._events.record(
                 rayjob, reason=REFUSED_REASON, message=refusal, type="Warning"
             )
-            return Step(None)
+            # For this spec it stays refused: look again when the RayJob changes.
+            return Step(None, requeue_after=None)
         cluster = await self.get_or_create_cluster(rayjob, status)
         if cluster is None:
             return Step(None)
