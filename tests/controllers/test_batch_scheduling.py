@@ -365,6 +365,32 @@ async def test_yunikorn_labels_pods_with_application_queue_and_task_groups(
         assert meta["annotations"]["yunikorn.apache.org/task-group-name"] == group_name
 
 
+async def test_yunikorn_gives_a_rayjobs_pods_the_jobs_task_groups_submitter_included(
+    harness: Harness, start_operator: StartOperator
+) -> None:
+    await start_operator("yunikorn")
+    labels = {
+        "ray.io/gang-scheduling-enabled": "true",
+        "yunikorn.apache.org/app-id": "rayjob-yunikorn-0",
+        "yunikorn.apache.org/queue": "root.test",
+    }
+    await harness.apply(rayjob("ykjob", labels=labels))
+
+    async def cluster_name() -> str | None:
+        status = (await harness.get_json("rayjob/ykjob")).get("status") or {}
+        return status.get("rayClusterName")
+
+    name = await harness.eventually(cluster_name, what="the RayJob's cluster")
+    pods = by_group(await settled_pods(harness, name, 3))
+    for group_name, pod in pods.items():
+        meta = pod["metadata"]
+        assert pod["spec"]["schedulerName"] == "yunikorn"
+        assert meta["labels"]["applicationId"] == "rayjob-yunikorn-0"
+        groups = json.loads(meta["annotations"]["yunikorn.apache.org/task-groups"])
+        assert [group["name"] for group in groups] == ["headgroup", "worker", "submittergroup"]
+        assert meta["annotations"]["yunikorn.apache.org/task-group-name"] == group_name
+
+
 async def test_kai_scheduler_names_itself_and_passes_the_queue_on(
     harness: Harness, start_operator: StartOperator
 ) -> None:
