@@ -49,6 +49,7 @@ from ray_operator.runtime.kinds import (
     ISSUER,
     LEGACY_RAY_CLUSTER,
     OPTIONAL_KINDS,
+    POD_GROUP_KINDS,
     RAY_CRON_JOB,
     WATCHED_KINDS,
     Kind,
@@ -138,13 +139,16 @@ async def _main(
 
 def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
     """The kinds a replica caches: the default ones (RayCronJobs only with their feature gate
-    on, cert-manager's Issuers and Certificates only with RayClusterMTLS), and the legacy
-    RayCluster when it serves that kind (`--legacy-clusters`)."""
+    on, cert-manager's Issuers and Certificates only with RayClusterMTLS), the legacy RayCluster
+    when it serves that kind (`--legacy-clusters`), and the PodGroups of the chosen
+    `--batch-scheduler`."""
     kinds = WATCHED_KINDS
     if not settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         kinds = tuple(kind for kind in kinds if kind != RAY_CRON_JOB)
     if settings.feature_gates.enabled(RAY_CLUSTER_MTLS):
         kinds = (*kinds, *CERT_MANAGER_KINDS)
+    if settings.batch_scheduler in POD_GROUP_KINDS:
+        kinds = (*kinds, POD_GROUP_KINDS[settings.batch_scheduler])
     return (*kinds, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else kinds
 
 
@@ -155,6 +159,7 @@ CRD_SOURCES: dict[Kind, str] = {
     LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)",
     ISSUER: _CERT_MANAGER,
     CERTIFICATE: _CERT_MANAGER,
+    **{kind: f"the {name} scheduler's CRDs" for name, kind in POD_GROUP_KINDS.items()},
 }
 """Where the CRD of an optional kind is, when not in crd/."""
 

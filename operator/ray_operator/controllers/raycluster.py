@@ -90,6 +90,7 @@ from ray_operator.builders.services import (
     build_headless_service,
     needs_headless_service,
 )
+from ray_operator.controllers.batch_scheduling import BatchScheduling
 from ray_operator.controllers.expectations import Expectations
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.controllers.mtls import (
@@ -105,6 +106,7 @@ from ray_operator.runtime.controller import (
     Result,
     cluster_key_from_label,
     own_key,
+    owner_keys,
 )
 from ray_operator.runtime.errors import (
     AlreadyExists,
@@ -255,6 +257,7 @@ class RayClusterController:
         self._client = context.client
         self._events = context.events
         self._pod_options = pod_options or PodOptions()
+        self._batch_scheduling = BatchScheduling(context, self._pod_options.batch_scheduler)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic
         self._last_status_write: dict[ObjectKey, float] = {}
@@ -303,6 +306,8 @@ class RayClusterController:
             return []
         if kind in DEPENDENT_KINDS:
             return cluster_key_from_label(obj)
+        if kind == self._batch_scheduling.pod_group_kind:
+            return owner_keys(obj, owner=RAY_CLUSTER)
         return own_key(kind, obj, of=RAY_CLUSTER)
 
     async def reconcile(self, key: ObjectKey) -> Result:
@@ -311,6 +316,8 @@ class RayClusterController:
             batch = _Batch()
             await self.delete_everything_of_deleted_cluster(key, batch)
             return _next_batch_or(batch, None)
+        if _managed_elsewhere(cluster):
+            return Result()  # MultiKueue (or another controller) runs this one, as in KubeRay.
         if cluster["metadata"].get("deletionTimestamp"):
             return await self.finish_deletion(key, cluster)
         problems = self.validation_problems(key, cluster)
@@ -332,6 +339,7 @@ class RayClusterController:
             await self.report_invalid_spec(key, cluster, problem)
             return Result(requeue_after=CERT_MANAGER_RECHECK_S)
         await self.restamp_head_pods_of_other_kuberay_versions(key, cluster)
+        await self._batch_scheduling.ensure_for_cluster(cluster)
         plan = plan_scaling(
             cluster,
             pods=self.observed_pods(key, cluster),
@@ -1378,6 +1386,10 @@ def _worker_builder(
         host_index=host,
         options=options,
     )
+
+
+def _managed_elsewhere(cluster: Mapping[str, Any]) -> bool:
+    return (cluster.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY
 
 
 def _cluster_owner_uid(obj: Object, cluster_name: str) -> str | None:

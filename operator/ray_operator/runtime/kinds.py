@@ -151,6 +151,20 @@ CERT_MANAGER_KINDS: tuple[Kind, ...] = (ISSUER, CERTIFICATE)
 """The PKI of an mTLS RayCluster (`spec.tlsOptions`): cached only with the RayClusterMTLS gate on,
 through `ray.io/cluster`, and only where cert-manager's CRDs are installed."""
 
+VOLCANO_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", qualified=True
+)
+SCHEDULER_PLUGINS_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", qualified=True
+)
+"""The PodGroups of `--batch-scheduler=volcano` / `scheduler-plugins`, cached only then (all of
+the namespace's: KubeRay's carry no label to select them by)."""
+POD_GROUP_KINDS: Mapping[str, Kind[JSON]] = {
+    "volcano": VOLCANO_POD_GROUP,
+    "scheduler-plugins": SCHEDULER_PLUGINS_POD_GROUP,
+}
+"""The PodGroup kind each `--batch-scheduler` creates (the others create none)."""
+
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
@@ -183,11 +197,13 @@ OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
     LEGACY_RAY_CLUSTER: (),
     ISSUER: (),
     CERTIFICATE: (),
+    VOLCANO_POD_GROUP: (),
+    SCHEDULER_PLUGINS_POD_GROUP: (),
 }
 """Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), and
-cert-manager's (not installed), each with the kinds cached only for it. Without the CRD the
-operator runs without that controller (or those objects) instead of waiting forever for a cache
-that can never list (which would stop every kind)."""
+others' (cert-manager's, the batch schedulers' PodGroups: not installed), each with the kinds
+cached only for it. Without the CRD the operator runs without that controller (or those objects)
+instead of waiting forever for a cache that can never list (which would stop every kind)."""
 
 
 @dataclass(frozen=True, slots=True)
