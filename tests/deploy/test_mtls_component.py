@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,15 @@ def test_the_api_server_accepts_the_install_with_the_component(
     assert output.count("(server dry run)") == len(with_mtls)
 
 
+@pytest.fixture
+def mtls_grants_withdrawn_afterwards(kubectl: Kubectl) -> Iterator[None]:
+    """The component's grants go to the operator's real ServiceAccount on the shared plane: left
+    bound, they would answer for every later RBAC test (which checks Secrets are out of reach)."""
+    yield
+    kubectl("delete", "clusterrolebinding,clusterrole", "ray-operator-mtls", "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("mtls_grants_withdrawn_afterwards")
 def test_the_operator_may_manage_cert_manager_objects_and_read_secrets_by_name_only(
     with_mtls: list[Manifest], kubectl: Kubectl, namespace: str
 ) -> None:
