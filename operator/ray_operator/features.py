@@ -56,7 +56,7 @@ GATES: Final[Mapping[str, Gate]] = {
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).
         Gate("GCSFaultToleranceEmbeddedStorage", True, GateSupport.ALWAYS_ON),
         Gate(RAY_CLUSTER_MTLS, False, GateSupport.NOT_IMPLEMENTED),
-        Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.HONOURED),
         Gate("KubernetesWAS", False, GateSupport.NOT_IMPLEMENTED),
     )
 }
