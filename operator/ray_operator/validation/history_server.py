@@ -30,7 +30,6 @@ from ray_operator.validation.errors import (
     not_supported,
     required,
     shown,
-    too_long,
 )
 from ray_operator.validation.limits import ClusterLimits
 from ray_operator.validation.pod_template import container_errors
@@ -79,7 +78,7 @@ def _collector_errors(collector: Mapping[str, Any]) -> Iterator[FieldError]:
         yield not_supported(f"{OPTIONS_PATH}.imagePullPolicy", shown(policy), _PULL_POLICIES)
     env = collector.get("env") or []
     if len(env) > MAX_COLLECTOR_ENV:
-        yield too_long(ENV_PATH, len(env), MAX_COLLECTOR_ENV)
+        yield invalid(ENV_PATH, len(env), f"must have at most {MAX_COLLECTOR_ENV} items")
         return
     # Kubernetes' container rules on what becomes the collector container (the image's absence
     # is reported above, with KubeRay's reason).
