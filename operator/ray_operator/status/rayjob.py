@@ -65,6 +65,9 @@ SUBMITTER_FINISHED_TIMEOUT_SECONDS = 30
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
 # The SidecarMode submitter's container name in the head Pod (KubeRay's SubmitterContainerName).
 SUBMITTER_CONTAINER_NAME = "ray-job-submitter"
+# Restarts of a SidecarSubmitterRestart submitter before the RayJob fails (KubeRay's default
+# submitter backoffLimit).
+SIDECAR_SUBMITTER_RESTART_LIMIT = 2
 
 
 def state(status: Object) -> str:
@@ -229,12 +232,18 @@ def submitter_failed(status: Object, submitter: Object | None) -> JSON | None:
     )
 
 
-def sidecar_failed(status: Object, head_pod: Object | None) -> JSON | None:
+def sidecar_failed(
+    status: Object, head_pod: Object | None, *, restartable: bool = False
+) -> JSON | None:
     """SidecarMode: the head Pod is gone, or its submitter container exited non-zero → Failed
     (KubeRay's `checkSubmitterAndUpdateStatusIfNeeded`: `ray job submit` exits 1 when the job
-    failed, so AppFailed when the dashboard already said FAILED, else SubmissionFailed)."""
+    failed, so AppFailed when the dashboard already said FAILED, else SubmissionFailed).
+    A `restartable` submitter (the SidecarSubmitterRestart gate) fails only once it has
+    restarted `SIDECAR_SUBMITTER_RESTART_LIMIT` times."""
     if head_pod is None:
         return _failed(status, APP_FAILED, "Ray head pod not found.")
+    if restartable:
+        return _sidecar_restarts_exhausted(status, head_pod)
     terminated = _submitter_terminated(head_pod)
     if terminated is None or not terminated.get("exitCode"):
         return None
@@ -248,6 +257,28 @@ def sidecar_failed(status: Object, head_pod: Object | None) -> JSON | None:
     )
 
 
+def _sidecar_restarts_exhausted(status: Object, head_pod: Object) -> JSON | None:
+    # KubeRay's `checkIsRestartCountExceeded`: only a container that has ended once (lastState)
+    # counts, one that has since ended with 0 never; the limit is KubeRay's default submitter
+    # backoffLimit, as submitterConfig is refused in SidecarMode.
+    container = _submitter_status(head_pod)
+    if not (container.get("lastState") or {}).get("terminated"):
+        return None
+    terminated = (container.get("state") or {}).get("terminated")
+    if terminated is not None and terminated.get("exitCode") == 0:
+        return None
+    if int(container.get("restartCount") or 0) < SIDECAR_SUBMITTER_RESTART_LIMIT:
+        return None
+    if status.get("jobStatus") == FAILED:
+        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
+    return _failed(
+        status,
+        SUBMISSION_FAILED,
+        f"Ray head pod submitter container {SUBMITTER_CONTAINER_NAME} terminated after "
+        "exceeding the maximum restart count",
+    )
+
+
 def sidecar_finished_at(head_pod: Object | None) -> str | None:
     """When the head Pod's submitter container ended (either way), or None while it runs."""
     terminated = _submitter_terminated(head_pod)
@@ -257,10 +288,14 @@ def sidecar_finished_at(head_pod: Object | None) -> str | None:
 
 
 def _submitter_terminated(head_pod: Object | None) -> Mapping[str, Any] | None:
+    return (_submitter_status(head_pod).get("state") or {}).get("terminated")
+
+
+def _submitter_status(head_pod: Object | None) -> Mapping[str, Any]:
     for container in ((head_pod or {}).get("status") or {}).get("containerStatuses") or ():
         if container.get("name") == SUBMITTER_CONTAINER_NAME:
-            return (container.get("state") or {}).get("terminated")
-    return None
+            return container  # type: ignore[no-any-return]
+    return {}
 
 
 def submitter_finished_at(submitter: Object | None) -> str | None:
