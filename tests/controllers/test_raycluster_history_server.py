@@ -1,62 +1,26 @@
-"""Specification, on the real control plane: an operator run with
-`--feature-gates=RayClusterHistoryServer=true` gives every Pod of the history-server sample
+"""Specification, on the real control plane: an operator whose RayCluster controller has the
+RayClusterHistoryServer gate on gives every Pod of the history-server sample
 KubeRay's collector sidecar, the shared /tmp/ray volume and the Ray event env vars, and keeps
-KubeRay's hash of the spec on the head; run without the gate, it creates no Pod for such a
+KubeRay's hash of the spec on the head; without the gate, it creates no Pod for such a
 cluster (written here without the webhook) and says why in the InvalidSpec condition and a
 Warning event that name the flag.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import pytest
 import yaml
-from ray_operator.app import Operator
 from ray_operator.builders.hashing import pod_template_hash
-from ray_operator.cli import controllers_for
 from ray_operator.features import parse_feature_gates
-from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.client import load_api_client
+from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT
-from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.conftest import Harness, StartClusterOperator
 
 SAMPLE_FILE = REPO_ROOT / "samples" / "feature-gates" / "ray-cluster.history-server.yaml"
 COLLECTOR = "ray-history-collector"
-StartOperator = Callable[[str], Awaitable[Operator]]
-
-
-@pytest.fixture
-async def start_operator(
-    control_plane: LocalControlPlane, namespace: str
-) -> AsyncIterator[StartOperator]:
-    """`await start_operator("Gate=true")`: the operator's controllers as `run` wires them for
-    that `--feature-gates` value (stopped at the end)."""
-    running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
-
-    async def start(feature_gates: str) -> Operator:
-        settings = dataclasses.replace(
-            operator_settings(control_plane.kubeconfig, namespace),
-            feature_gates=parse_feature_gates(feature_gates),
-        )
-        api = await load_api_client(control_plane.kubeconfig)
-        replica = Operator(settings, api=api, controllers=controllers_for(settings))
-        stop = asyncio.Event()
-        task = asyncio.create_task(replica.run(stop), name="history-server-operator")
-        running.append((stop, task, api))
-        return replica
-
-    try:
-        yield start
-    finally:
-        for stop, task, api in running:
-            stop.set()
-            assert await asyncio.wait_for(task, timeout=30) == 0
-            await api.close()
+GATE_ON = ClusterLimits(feature_gates=parse_feature_gates("RayClusterHistoryServer=true"))
 
 
 def sample() -> dict[str, Any]:
@@ -65,9 +29,9 @@ def sample() -> dict[str, Any]:
 
 
 async def test_gate_on_every_ray_pod_gets_the_collector(
-    harness: Harness, start_operator: StartOperator
+    harness: Harness, start_cluster_operator: StartClusterOperator
 ) -> None:
-    await start_operator("RayClusterHistoryServer=true")
+    await start_cluster_operator(limits=GATE_ON)
     await harness.apply(sample())
     pods = await harness.pods_settled("history-demo", head=1, workers=2)
     for pod in pods:
@@ -88,9 +52,9 @@ async def test_gate_on_every_ray_pod_gets_the_collector(
 
 
 async def test_gate_off_the_cluster_gets_no_pod_and_is_told_which_flag(
-    harness: Harness, start_operator: StartOperator
+    harness: Harness, start_cluster_operator: StartClusterOperator
 ) -> None:
-    replica = await start_operator("")
+    replica = await start_cluster_operator()
     await harness.apply(sample())
 
     async def invalid_message() -> str | None:

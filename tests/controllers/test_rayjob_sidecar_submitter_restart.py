@@ -65,36 +65,31 @@ def control_plane() -> Iterator[LocalControlPlane]:
 
 
 async def submitter_restarted(harness: Harness, cluster: str, *, count: int) -> None:
-    """Write what the kubelet writes once the submitter has failed and restarted `count` times."""
-    pod = await head_pod(harness, cluster)
-    statuses = []
-    for container in pod["status"]["containerStatuses"]:
-        if container["name"] == SUBMITTER:
-            now = now_text()
-            ended = {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}
-            container = {
-                **container,
-                "restartCount": count,
-                "lastState": {"terminated": ended},
-                "state": {"running": {"startedAt": now}},
-            }
-        statuses.append(container)
-    await _patch_status(harness, pod, statuses)
+    """What the kubelet writes once the submitter has failed and restarted `count` times."""
+    now = now_text()
+    ended = {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}
+    await write_submitter_status(
+        harness,
+        cluster,
+        restartCount=count,
+        lastState={"terminated": ended},
+        state={"running": {"startedAt": now}},
+    )
 
 
 async def submitter_succeeded(harness: Harness, cluster: str) -> None:
+    now = now_text()
+    ended = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
+    await write_submitter_status(harness, cluster, ready=False, state={"terminated": ended})
+
+
+async def write_submitter_status(harness: Harness, cluster: str, **fields: Any) -> None:
+    """Merge `fields` into the head Pod's submitter container status, as the kubelet would."""
     pod = await head_pod(harness, cluster)
-    statuses = []
-    for container in pod["status"]["containerStatuses"]:
-        if container["name"] == SUBMITTER:
-            now = now_text()
-            ended = {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}
-            container = {**container, "ready": False, "state": {"terminated": ended}}
-        statuses.append(container)
-    await _patch_status(harness, pod, statuses)
-
-
-async def _patch_status(harness: Harness, pod: dict[str, Any], statuses: list[Any]) -> None:
+    statuses = [
+        {**container, **fields} if container["name"] == SUBMITTER else container
+        for container in pod["status"]["containerStatuses"]
+    ]
     patch = json.dumps({"status": {"containerStatuses": statuses}})
     name = pod["metadata"]["name"]
     await harness.kubectl("patch", "pod", name, "--subresource=status", "--type=merge", "-p", patch)

@@ -222,11 +222,8 @@ def submitter_failed(status: Object, submitter: Object | None) -> JSON | None:
     condition = _job_condition(submitter, "Failed")
     if condition is None:
         return None
-    if status.get("jobStatus") == FAILED:
-        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
-    return _failed(
+    return _submitter_gave_up(
         status,
-        SUBMISSION_FAILED,
         f"Job submission has failed. Reason: {condition.get('reason', '')}. "
         f"Message: {condition.get('message', '')}",
     )
@@ -247,11 +244,8 @@ def sidecar_failed(
     terminated = _submitter_terminated(head_pod)
     if terminated is None or not terminated.get("exitCode"):
         return None
-    if status.get("jobStatus") == FAILED:
-        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
-    return _failed(
+    return _submitter_gave_up(
         status,
-        SUBMISSION_FAILED,
         f"Ray head pod container {SUBMITTER_CONTAINER_NAME} terminated with exit code "
         f"{terminated.get('exitCode')}: {terminated.get('reason', '')}",
     )
@@ -269,11 +263,8 @@ def _sidecar_restarts_exhausted(status: Object, head_pod: Object) -> JSON | None
         return None
     if int(container.get("restartCount") or 0) < SIDECAR_SUBMITTER_RESTART_LIMIT:
         return None
-    if status.get("jobStatus") == FAILED:
-        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
-    return _failed(
+    return _submitter_gave_up(
         status,
-        SUBMISSION_FAILED,
         f"Ray head pod submitter container {SUBMITTER_CONTAINER_NAME} terminated after "
         "exceeding the maximum restart count",
     )
@@ -555,6 +546,14 @@ def validation_failed(status: Object, message: str) -> JSON:
         "reason": VALIDATION_FAILED_REASON,
         "message": message,
     }
+
+
+def _submitter_gave_up(status: Object, message: str) -> JSON:
+    """Failed: AppFailed when Ray already said the job failed (the submitter only reported it),
+    else SubmissionFailed with `message`."""
+    if status.get("jobStatus") == FAILED:
+        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
+    return _failed(status, SUBMISSION_FAILED, message)
 
 
 def _failed(status: Object, reason: str, message: str) -> JSON:
