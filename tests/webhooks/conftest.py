@@ -99,11 +99,11 @@ def intercepted(kubectl: Kubectl, namespace: str, webhook_server: WebhookThread)
     selector = webhook_server.options.namespace_selector or {}
     [(key, value)] = selector["matchLabels"].items()
     kubectl("label", "namespace", namespace, f"{key}={value}")
-    wait_untilintercepted(kubectl, namespace)
+    wait_until_intercepted(kubectl, namespace)
     return namespace
 
 
-def wait_untilintercepted(kubectl: Kubectl, namespace: str, timeout: float = 20.0) -> None:
+def wait_until_intercepted(kubectl: Kubectl, namespace: str, timeout: float = 20.0) -> None:
     """The API server learns of labels and configurations through informers: wait for them."""
     probe = load_sample("ray-cluster.mini.yaml")
     group = probe["spec"]["workerGroupSpecs"][0]
