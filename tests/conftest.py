@@ -19,7 +19,7 @@ import itertools
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -42,14 +42,21 @@ def pytest_report_header() -> str:
 
 
 @contextlib.contextmanager
-def running_control_plane(*, controller_manager: bool = True) -> Iterator[LocalControlPlane]:
+def running_control_plane(
+    *, controller_manager: bool = True, apiserver_feature_gates: Sequence[str] = ()
+) -> Iterator[LocalControlPlane]:
     """A started control plane with the ray.io CRDs installed, stopped and removed afterwards.
 
     Its directory is outside pytest's basetemp: pytest prunes old basetemps, and a second pytest
     run on the same machine would otherwise delete a running control plane's etcd data.
     """
     directory = Path(tempfile.mkdtemp(prefix="ray-operator-control-plane-"))
-    plane = LocalControlPlane(directory, ensure_binaries(), controller_manager=controller_manager)
+    plane = LocalControlPlane(
+        directory,
+        ensure_binaries(),
+        controller_manager=controller_manager,
+        apiserver_feature_gates=apiserver_feature_gates,
+    )
     try:
         plane.start()
         install_crds(plane.kubeconfig)

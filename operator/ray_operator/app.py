@@ -39,6 +39,7 @@ from ray_operator.features import RAY_CLUSTER_MTLS
 from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
 from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
+from ray_operator.runtime.capabilities import unmet_gate_prerequisites
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import KubeError, NotFound
@@ -126,9 +127,15 @@ async def _main(
         settings.kubeconfig, watches=watches * max(1, len(settings.namespaces))
     )
     try:
-        kinds = await served_kinds(
-            KubeClient(api, metrics=Metrics()), wanted, namespaces=settings.namespaces
+        client = KubeClient(api, metrics=Metrics())
+        kinds = await served_kinds(client, wanted, namespaces=settings.namespaces)
+        unmet = await unmet_gate_prerequisites(
+            client, settings.feature_gates, namespaces=settings.namespaces
         )
+        for problem in unmet:
+            logger.error("%s", problem)
+        if unmet:
+            return 1
         operator = Operator(
             settings, api=api, controllers=controllers, components=components, kinds=kinds
         )

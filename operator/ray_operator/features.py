@@ -41,6 +41,7 @@ RAY_CLUSTER_NETWORK_POLICY: Final = "RayClusterNetworkPolicy"
 RAY_CLUSTER_MTLS: Final = "RayClusterMTLS"
 RAY_CLUSTER_HISTORY_SERVER: Final = "RayClusterHistoryServer"
 RAY_SERVICE_INCREMENTAL_UPGRADE: Final = "RayServiceIncrementalUpgrade"
+SIDECAR_SUBMITTER_RESTART: Final = "SidecarSubmitterRestart"
 
 GATES: Final[Mapping[str, Gate]] = {
     gate.name: gate
@@ -51,12 +52,12 @@ GATES: Final[Mapping[str, Gate]] = {
         # KubeRay's default is off (alpha); RayCronJob is a kind users ask for, so it is on here.
         Gate(RAY_CRON_JOB, True, GateSupport.HONOURED),
         Gate(RAY_SERVICE_INCREMENTAL_UPGRADE, False, GateSupport.NOT_IMPLEMENTED),
-        Gate("SidecarSubmitterRestart", False, GateSupport.NOT_IMPLEMENTED),
+        Gate(SIDECAR_SUBMITTER_RESTART, False, GateSupport.HONOURED),
         Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.NOT_IMPLEMENTED),
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).
         Gate("GCSFaultToleranceEmbeddedStorage", True, GateSupport.ALWAYS_ON),
         Gate(RAY_CLUSTER_MTLS, False, GateSupport.HONOURED),
-        Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.HONOURED),
         Gate("KubernetesWAS", False, GateSupport.NOT_IMPLEMENTED),
     )
 }

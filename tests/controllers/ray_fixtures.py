@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -26,8 +28,10 @@ from ray_operator.controllers.rayjob import rayjob_controller
 from ray_operator.controllers.rayservice import rayservice_controller
 from ray_operator.dashboard.client import DashboardClient, DashboardEndpoint, DashboardOptions
 from ray_operator.dashboard.resolver import StaticResolver
+from ray_operator.features import parse_feature_gates
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
+from ray_operator.validation.limits import ClusterLimits
 
 from tests.controllers.conftest import Harness, operator_settings
 from tests.ray_head import RayHead, acquire_shared_head, release_shared_head
@@ -76,24 +80,32 @@ async def start_operator(
 
     `await start_operator()` maps every cluster of the namespace to the real head;
     `await start_operator(dashboards={"<ns>/<glob>": url, ...})` maps explicitly (first match
-    wins, exact names before globs). Operators still running at the end are stopped.
+    wins, exact names before globs); `feature_gates="Gate=true"` is the operator's
+    `--feature-gates`. Operators still running at the end are stopped.
     """
     running: list[tuple[asyncio.Event, asyncio.Task[int]]] = []
 
     async def start(
-        *, dashboards: Mapping[str, str] | None = None, options: DashboardOptions | None = None
+        *,
+        dashboards: Mapping[str, str] | None = None,
+        options: DashboardOptions | None = None,
+        feature_gates: str = "",
     ) -> Operator:
         table = dict(dashboards or {})
         table.setdefault(f"{namespace}/*", ray_head.dashboard_url)
         resolver = StaticResolver(table, serve_proxies={f"{namespace}/*": ray_head.serve_url})
         api = await load_api_client(control_plane.kubeconfig)
+        limits = ClusterLimits(feature_gates=parse_feature_gates(feature_gates))
         replica = Operator(
-            operator_settings(control_plane.kubeconfig, namespace),
+            dataclasses.replace(
+                operator_settings(control_plane.kubeconfig, namespace),
+                feature_gates=limits.feature_gates,
+            ),
             api=api,
             controllers=[
-                RayClusterController,
-                rayjob_controller(resolver=resolver, options=options),
-                rayservice_controller(resolver=resolver, options=options),
+                functools.partial(RayClusterController, limits=limits),
+                rayjob_controller(resolver=resolver, options=options, limits=limits),
+                rayservice_controller(resolver=resolver, options=options, limits=limits),
             ],
         )
         stop = asyncio.Event()

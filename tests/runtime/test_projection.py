@@ -114,6 +114,14 @@ def _status(pod: Obj, phase: str, *, ready: bool, **states: Obj) -> Obj:
     }
 
 
+def _restarted(status: Obj, container: str, *, last: Obj, count: int) -> Obj:
+    """`status` where `container` has restarted `count` times, last ending as `last`."""
+    for entry in status["containerStatuses"]:
+        if entry["name"] == container:
+            entry.update(lastState=last, restartCount=count)
+    return status
+
+
 def _pod_states() -> dict[str, Obj]:
     """Full head and worker Pods in each state a reader tells apart."""
     head = build_head_pod(CLUSTER, suffix="abcde")
@@ -152,6 +160,12 @@ def _pod_states() -> dict[str, Obj]:
             _status(sidecar_head, "Running", ready=True, **{submitter: exited}),
         ),
         "head with no status yet": (head, {"phase": "Pending"}),
+        "head with a restartable submitter restarted twice": (
+            sidecar_head,
+            _restarted(
+                _status(sidecar_head, "Running", ready=True), submitter, last=exited, count=2
+            ),
+        ),
     }
     served = {
         state: _as_served(pod, index=index, status=status)
@@ -183,6 +197,9 @@ POD_READERS: Mapping[str, Callable[[Obj], Any]] = {
     "ray_container_terminated": observed.ray_container_terminated,
     "sidecar_failed": lambda pod: rayjob_status.sidecar_failed({"jobStatus": "RUNNING"}, pod),
     "sidecar_finished_at": rayjob_status.sidecar_finished_at,
+    "restartable_sidecar_failed": lambda pod: rayjob_status.sidecar_failed(
+        {"jobStatus": "RUNNING"}, pod, restartable=True
+    ),
     "serve_proxy_url": lambda pod: InClusterResolver().serve_proxy_url(CLUSTER, pod),
     "count_serve_endpoints": lambda pod: count_serve_endpoints([pod], cluster="ray-complete"),
 }

@@ -8,6 +8,7 @@ them), and they are deleted when the session ends.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import time
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks import WebhookOptions
 
 from tests.conftest import Kubectl
@@ -32,6 +34,16 @@ _numbers = itertools.count()
 @pytest.fixture(scope="session")
 def webhook_server(control_plane: LocalControlPlane) -> Iterator[WebhookThread]:
     """The webhooks, serving and registered, for the whole session."""
+    with serving_webhooks(control_plane) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serving_webhooks(
+    control_plane: LocalControlPlane, *, limits: ClusterLimits = DEFAULT_LIMITS
+) -> Iterator[WebhookThread]:
+    """Webhooks with `limits` (and its feature gates), registered for namespaces of their own
+    label; their configurations are deleted on exit."""
     kubectl = Kubectl(control_plane.kubeconfig)
     system = f"webhook-system-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", system)
@@ -48,7 +60,7 @@ def webhook_server(control_plane: LocalControlPlane) -> Iterator[WebhookThread]:
         check_interval=0.5,
         certificate_validity=datetime.timedelta(days=1),
     )
-    server = WebhookThread(control_plane.kubeconfig, options).start()
+    server = WebhookThread(control_plane.kubeconfig, options, limits=limits).start()
     try:
         yield server
     finally:
@@ -63,7 +75,7 @@ def webhook_server(control_plane: LocalControlPlane) -> Iterator[WebhookThread]:
 @pytest.fixture
 def webhook_namespace(kubectl: Kubectl, namespace: str, webhook_server: WebhookThread) -> str:
     """The test's namespace, intercepted by the webhooks (waits until they take effect)."""
-    return _intercepted(kubectl, namespace, webhook_server)
+    return intercepted(kubectl, namespace, webhook_server)
 
 
 @pytest.fixture(scope="session")
@@ -80,10 +92,10 @@ def shared_webhook_namespace(
     kubectl = Kubectl(control_plane.kubeconfig)
     name = f"webhook-shared-{uuid.uuid4().hex[:6]}"
     kubectl("create", "namespace", name)
-    return _intercepted(kubectl, name, webhook_server)
+    return intercepted(kubectl, name, webhook_server)
 
 
-def _intercepted(kubectl: Kubectl, namespace: str, webhook_server: WebhookThread) -> str:
+def intercepted(kubectl: Kubectl, namespace: str, webhook_server: WebhookThread) -> str:
     selector = webhook_server.options.namespace_selector or {}
     [(key, value)] = selector["matchLabels"].items()
     kubectl("label", "namespace", namespace, f"{key}={value}")

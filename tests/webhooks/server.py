@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
+from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks import WebhookOptions, Webhooks
 
 T = TypeVar("T")
@@ -31,9 +32,12 @@ def free_port() -> int:
 class WebhookThread:
     """`Webhooks(options).run()` on a private event loop; `start()` returns once it serves."""
 
-    def __init__(self, kubeconfig: Path, options: WebhookOptions) -> None:
+    def __init__(
+        self, kubeconfig: Path, options: WebhookOptions, *, limits: ClusterLimits = DEFAULT_LIMITS
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.options = options
+        self.limits = limits  # with the operator's --feature-gates, as `webhook_component` does
         self.webhooks: Webhooks | None = None
         self.client: KubeClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -75,7 +79,12 @@ class WebhookThread:
         self._stop = asyncio.Event()
         api = await load_api_client(self.kubeconfig)
         self.client = KubeClient(api, metrics=Metrics())
-        self.webhooks = Webhooks(self.options, client=self.client)
+        self.webhooks = Webhooks(
+            self.options,
+            client=self.client,
+            limits=self.limits,
+            gates=self.limits.feature_gates,
+        )
         task = asyncio.create_task(self.webhooks.run(), name="webhooks")
         started = asyncio.create_task(self.webhooks.serving_started.wait())
         try:

@@ -13,8 +13,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ray_operator import features
 from ray_operator import labels as names
 from ray_operator.builders import containers as inject
+from ray_operator.builders import history_server
 from ray_operator.builders.batch_scheduling import HEAD_GROUP, add_scheduling_metadata
 from ray_operator.builders.fault_tolerance import configure_gcs_fault_tolerance
 from ray_operator.builders.hashing import pod_template_hash
@@ -68,8 +70,17 @@ class PodOptions:
     """Add liveness/readiness probes the user did not set (KubeRay's ENABLE_PROBES_INJECTION)."""
     login_shell: bool = False
     """Run generated commands in a login shell, `bash -lc` (KubeRay's ENABLE_LOGIN_SHELL)."""
+    history_server: bool = False
+    """Add the history-server collector sidecar (KubeRay's RayClusterHistoryServer gate)."""
     batch_scheduler: str = ""
     """`--batch-scheduler`: its labels, annotations and `schedulerName` on every Pod."""
+
+
+def with_feature_gates(options: PodOptions, gates: features.FeatureGates) -> PodOptions:
+    """`options` with what the operator's feature gates turn on in the Pods it builds."""
+    return dataclasses.replace(
+        options, history_server=gates.enabled(features.RAY_CLUSTER_HISTORY_SERVER)
+    )
 
 
 @dataclasses.dataclass
@@ -104,6 +115,7 @@ def build_head_pod(cluster: ClusterLike, *, suffix: str, options: PodOptions | N
     if is_autoscaling_enabled(spec(manifest)):
         _add_autoscaler(draft, options=options)
     _configure_shared(draft)
+    _add_history_collector(draft, options=options)
     pod = _finish(draft, name=head_pod_name(manifest, suffix=suffix), options=options)
     return add_scheduling_metadata(
         options.batch_scheduler, parent=manifest, child=pod, group_name=HEAD_GROUP
@@ -139,6 +151,7 @@ def build_worker_pod(
     if is_autoscaling_enabled(spec(manifest)) and autoscaler_version(spec(manifest)) == "v2":
         # Autoscaler v2 replaces failed workers itself; a restarting container would confuse it.
         draft.spec["restartPolicy"] = "Never"
+    _add_history_collector(draft, options=options)
     name = worker_pod_name(manifest, group_name, suffix=suffix)
     pod = _finish(draft, name=name, options=options)
     return add_scheduling_metadata(
@@ -248,11 +261,24 @@ def _configure_token_auth(draft: _PodDraft) -> None:
             inject.token_auth_env(init, cluster_spec=cluster_spec, pod_spec=None, cluster_name=name)
 
 
+def _add_history_collector(draft: _PodDraft, *, options: PodOptions) -> None:
+    if options.history_server:
+        history_server.add_collector(
+            draft.spec,
+            cluster=draft.cluster,
+            cluster_spec=spec(draft.cluster),
+            node_type=draft.node_type,
+            fqdn=draft.fqdn,
+        )
+
+
 def _finish(draft: _PodDraft, *, name: str, options: PodOptions) -> JSON:
     """KubeRay's `BuildPod`: volumes, the command, env vars and probes; then the Pod's metadata."""
     creator = creator_kind(draft.cluster)
     _add_serve_label(draft, creator=creator)
     _add_volumes(draft)
+    if options.history_server:
+        history_server.connect_ray_container(draft.spec, draft.ray)
     start_command = ray_start_command(draft.params, node_type=draft.node_type)
     _set_command(draft, start_command=start_command, login_shell=options.login_shell)
     inject.init_container_env(draft.spec, fqdn=draft.fqdn)
@@ -267,6 +293,8 @@ def _finish(draft: _PodDraft, *, name: str, options: PodOptions) -> JSON:
         start_command=start_command,
         creator=creator,
     )
+    if options.history_server:
+        history_server.add_ray_event_env(draft.spec, draft.ray)
     if options.inject_probes:
         ray_version = spec(draft.cluster).get("rayVersion")
         inject.inject_probes(

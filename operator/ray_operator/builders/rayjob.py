@@ -87,14 +87,20 @@ def originated_labels(owner: Object) -> dict[str, str]:
 
 
 def build_cluster_for_job(
-    rayjob: RayJob, *, name: str, submission_id: str = "", dashboard_address: str = ""
+    rayjob: RayJob,
+    *,
+    name: str,
+    submission_id: str = "",
+    dashboard_address: str = "",
+    submitter_restart: bool = False,
 ) -> JSON:
     """The RayCluster of a RayJob: its `rayClusterSpec`, its labels and annotations, owned by it.
 
     In SidecarMode the head Pod template also gets the submitter container (submitting
     `submission_id` to the dashboard next to it) and `restartPolicy: Never`, as KubeRay builds it;
     `dashboard_address` is the RayJob's `status.dashboardURL` at that moment (empty until the
-    cluster is ready, so in practice always empty, as in KubeRay).
+    cluster is ready, so in practice always empty, as in KubeRay). `submitter_restart` is
+    KubeRay's SidecarSubmitterRestart gate: the submitter alone restarts when it fails.
     """
     metadata = rayjob["metadata"]
     given = job_cluster_spec(rayjob)
@@ -116,6 +122,7 @@ def build_cluster_for_job(
                 cluster_spec=given,
                 submission_id=submission_id,
                 dashboard_address=dashboard_address,
+                restartable=submitter_restart,
             )
         )
         # No head restart: a restarted Pod would run `ray job submit` a second time (KubeRay
@@ -142,12 +149,22 @@ def build_sidecar_submitter(
     cluster_spec: RayClusterSpec,
     submission_id: str,
     dashboard_address: str,
+    restartable: bool = False,
 ) -> JSON:
     """SidecarMode's submitter container for the head Pod (KubeRay's `getSubmitterContainer`):
-    the default submitter running `ray job submit` against the dashboard on 127.0.0.1."""
+    the default submitter running `ray job submit` against the dashboard on 127.0.0.1.
+
+    `restartable` (KubeRay's SidecarSubmitterRestart gate): the container restarts on its own
+    when it exits non-zero (a per-container `restartPolicy`, Kubernetes 1.35's container restart
+    rules; the Pod's stays Never), typically after `ray job logs --follow` lost its connection
+    while the job runs on; its command then checks for the submission before submitting.
+    """
     container = _default_submitter_container(cluster_spec)
     container["command"] = ["/bin/bash", "-ce", "--"]
-    container["args"] = [" ".join(sidecar_submit_command(rayjob, submission_id=submission_id))]
+    words = sidecar_submit_command(rayjob, submission_id=submission_id, restartable=restartable)
+    container["args"] = [" ".join(words)]
+    if restartable:
+        container["restartPolicy"] = "OnFailure"
     container["env"] = _submitter_env(dashboard_address, submission_id)
     if cluster_spec.get("authOptions", {}).get("mode") == "token":
         token_auth_env(
@@ -238,7 +255,13 @@ def job_submit_command(rayjob: RayJob, *, dashboard_address: str, submission_id:
     """
     address = dashboard_address if "://" in dashboard_address else "http://" + dashboard_address
     command = _wait_for_gcs(address, health_url=f"{address}/{GCS_HEALTH_PATH}")
-    command += ["if", "!", "ray", "job", "status", "--address", address, submission_id]
+    return command + _submit_unless_submitted(rayjob, address=address, submission_id=submission_id)
+
+
+def _submit_unless_submitted(rayjob: RayJob, *, address: str, submission_id: str) -> list[str]:
+    """`ray job status` first, `ray job submit --no-wait` only when the id is unknown, then
+    follow the logs: safe to run again after a restart."""
+    command = ["if", "!", "ray", "job", "status", "--address", address, submission_id]
     command += [">/dev/null", "2>&1", ";", "then"]
     command += ["ray", "job", "submit", "--address", address, "--no-wait"]
     command += _submission_words(rayjob, submission_id=submission_id)
@@ -247,18 +270,25 @@ def job_submit_command(rayjob: RayJob, *, dashboard_address: str, submission_id:
     return command
 
 
-def sidecar_submit_command(rayjob: RayJob, *, submission_id: str) -> list[str]:
+def sidecar_submit_command(
+    rayjob: RayJob, *, submission_id: str, restartable: bool = False
+) -> list[str]:
     """KubeRay's SidecarMode shell words: wait for the GCS, then `ray job submit` and wait for it.
 
     The sidecar shares the head's network namespace, so it talks to 127.0.0.1 at the head
     container's `dashboard` port. It submits without the status check: the head Pod never
     restarts (`restartPolicy: Never`), so the command runs once; `ray job submit` without
     `--no-wait` follows the job and exits non-zero when it fails, which is how the controller
-    learns that the submission or the job failed (the container's exit code).
+    learns that the submission or the job failed (the container's exit code). A `restartable`
+    submitter may run again, so it checks first, as the K8sJobMode submitter does.
     """
     port = dashboard_port(rayjob)
     address = f"http://127.0.0.1:{port}"
     command = _wait_for_gcs(address, health_url=f"http://localhost:{port}/{GCS_HEALTH_PATH}")
+    if restartable:
+        return command + _submit_unless_submitted(
+            rayjob, address=address, submission_id=submission_id
+        )
     command += ["ray", "job", "submit", "--address", address]
     return command + _submission_words(rayjob, submission_id=submission_id)
 

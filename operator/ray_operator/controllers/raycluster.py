@@ -70,7 +70,12 @@ from ray_operator.builders.manifest import (
     spec,
 )
 from ray_operator.builders.naming import check_name, random_suffix, replica_group_name
-from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
+from ray_operator.builders.pods import (
+    PodOptions,
+    build_head_pod,
+    build_worker_pod,
+    with_feature_gates,
+)
 from ray_operator.builders.rbac import (
     build_autoscaler_role,
     build_autoscaler_role_binding,
@@ -256,7 +261,7 @@ class RayClusterController:
         self._store = context.store
         self._client = context.client
         self._events = context.events
-        self._pod_options = pod_options or PodOptions()
+        self._pod_options = with_feature_gates(pod_options or PodOptions(), limits.feature_gates)
         self._batch_scheduling = BatchScheduling(context, self._pod_options.batch_scheduler)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic

@@ -46,6 +46,7 @@ from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.errors import DashboardError, JobNotFound, SubmissionIdInUse
 from ray_operator.dashboard.models import is_job_terminal
 from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
+from ray_operator.features import SIDECAR_SUBMITTER_RESTART
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -110,6 +111,7 @@ class RayJobController:
     ) -> None:
         self._batch_scheduling = BatchScheduling(context, batch_scheduler)
         self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
+        self._submitter_restart = limits.feature_gates.enabled(SIDECAR_SUBMITTER_RESTART)
         self._store = context.store
         self._client = context.client
         self._events = context.events
@@ -262,7 +264,8 @@ class RayJobController:
         K8sJobMode asks the submitter Job, SidecarMode the head Pod's submitter container."""
         if rules.submission_mode(rayjob) == "SidecarMode":
             head = self._head_pod(cluster)
-            return rules.sidecar_failed(status, head), rules.sidecar_finished_at(head)
+            failed = rules.sidecar_failed(status, head, restartable=self._submitter_restart)
+            return failed, rules.sidecar_finished_at(head)
         submitter = self._owned(JOB, rayjob, rayjob["metadata"]["name"])
         return rules.submitter_failed(status, submitter), rules.submitter_finished_at(submitter)
 
@@ -447,6 +450,7 @@ class RayJobController:
                 name=name,
                 submission_id=str(status.get("jobId") or ""),
                 dashboard_address=str(status.get("dashboardURL") or ""),
+                submitter_restart=self._submitter_restart,
             )
             if rules.submission_mode(rayjob) == "K8sJobMode":
                 self._batch_scheduling.decorate(rayjob, built, group_name="", pod=False)

@@ -132,8 +132,11 @@ class LocalControlPlane:
         controller_manager: bool = True,
         ray_job_submitters_run_locally: bool = False,
         audit_users: Sequence[str] | None = None,
+        apiserver_feature_gates: Sequence[str] = (),
     ) -> None:
         self.directory = directory.resolve()
+        # `Name=true` items for kube-apiserver's --feature-gates (e.g. ContainerRestartRules).
+        self._apiserver_feature_gates = tuple(apiserver_feature_gates)
         self._audit_users = None if audit_users is None else tuple(audit_users)
         self._binaries = binaries
         self._with_controller_manager = controller_manager
@@ -304,7 +307,9 @@ class LocalControlPlane:
         ]
 
     def _apiserver_command(self, binaries: ControlPlaneBinaries) -> list[str]:
-        return self._apiserver_base_command(binaries) + self._audit_flags()
+        gates = self._apiserver_feature_gates
+        feature_flags = [f"--feature-gates={','.join(gates)}"] if gates else []
+        return self._apiserver_base_command(binaries) + self._audit_flags() + feature_flags
 
     def _audit_flags(self) -> list[str]:
         if self._audit_users is None:

@@ -248,16 +248,21 @@ class KubeClient:
         *,
         namespace: str | None = None,
         request_timeout: float | None = None,
+        dry_run: bool = False,
     ) -> Viewed:
-        """Create `body`; its namespace comes from `namespace` or its own metadata."""
+        """Create `body`; its namespace comes from `namespace` or its own metadata. `dry_run`:
+        admitted and answered as stored, but not stored (`dryRun=All`)."""
         namespace = namespace or body.get("metadata", {}).get("namespace")
         name = body.get("metadata", {}).get("name") or body.get("metadata", {}).get("generateName")
+        query = self._manager_query()
+        if dry_run:
+            query["dryRun"] = "All"
         stored = await self._call(
             "create",
             "POST",
             kind.path(namespace=namespace),
             body=body,
-            query=self._manager_query(),
+            query=query,
             what=_what("create", kind, namespace, name),
             request_timeout=request_timeout,
         )

@@ -120,6 +120,9 @@ POD_FIELDS: Final = Fields(
                             "name": WHOLE,
                             # running.startedAt is never read; waiting and terminated are.
                             "state": Fields({"waiting": WHOLE, "terminated": WHOLE}),
+                            # A restartable RayJob submitter's restarts (SidecarSubmitterRestart).
+                            "restartCount": WHOLE,
+                            "lastState": Fields({"terminated": WHOLE}),
                         }
                     ),
                     shared=True,
@@ -129,7 +132,8 @@ POD_FIELDS: Final = Fields(
     }
 )
 """What is read of a Pod: identity, labels, ray.io annotations, owners, restart policy, the Ray
-container's name, phase, IP, the Ready condition and the containers' waiting/terminated states."""
+container's name, phase, IP, the Ready condition and the containers' waiting/terminated states
+(and last termination and restart count)."""
 
 JOB_FIELDS: Final = Fields(
     {

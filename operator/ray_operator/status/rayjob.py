@@ -65,6 +65,9 @@ SUBMITTER_FINISHED_TIMEOUT_SECONDS = 30
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
 # The SidecarMode submitter's container name in the head Pod (KubeRay's SubmitterContainerName).
 SUBMITTER_CONTAINER_NAME = "ray-job-submitter"
+# Restarts of a SidecarSubmitterRestart submitter before the RayJob fails (KubeRay's default
+# submitter backoffLimit).
+SIDECAR_SUBMITTER_RESTART_LIMIT = 2
 
 
 def state(status: Object) -> str:
@@ -219,32 +222,51 @@ def submitter_failed(status: Object, submitter: Object | None) -> JSON | None:
     condition = _job_condition(submitter, "Failed")
     if condition is None:
         return None
-    if status.get("jobStatus") == FAILED:
-        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
-    return _failed(
+    return _submitter_gave_up(
         status,
-        SUBMISSION_FAILED,
         f"Job submission has failed. Reason: {condition.get('reason', '')}. "
         f"Message: {condition.get('message', '')}",
     )
 
 
-def sidecar_failed(status: Object, head_pod: Object | None) -> JSON | None:
+def sidecar_failed(
+    status: Object, head_pod: Object | None, *, restartable: bool = False
+) -> JSON | None:
     """SidecarMode: the head Pod is gone, or its submitter container exited non-zero → Failed
     (KubeRay's `checkSubmitterAndUpdateStatusIfNeeded`: `ray job submit` exits 1 when the job
-    failed, so AppFailed when the dashboard already said FAILED, else SubmissionFailed)."""
+    failed, so AppFailed when the dashboard already said FAILED, else SubmissionFailed).
+    A `restartable` submitter (the SidecarSubmitterRestart gate) fails only once it has
+    restarted `SIDECAR_SUBMITTER_RESTART_LIMIT` times."""
     if head_pod is None:
         return _failed(status, APP_FAILED, "Ray head pod not found.")
+    if restartable:
+        return _sidecar_restarts_exhausted(status, head_pod)
     terminated = _submitter_terminated(head_pod)
     if terminated is None or not terminated.get("exitCode"):
         return None
-    if status.get("jobStatus") == FAILED:
-        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
-    return _failed(
+    return _submitter_gave_up(
         status,
-        SUBMISSION_FAILED,
         f"Ray head pod container {SUBMITTER_CONTAINER_NAME} terminated with exit code "
         f"{terminated.get('exitCode')}: {terminated.get('reason', '')}",
+    )
+
+
+def _sidecar_restarts_exhausted(status: Object, head_pod: Object) -> JSON | None:
+    # KubeRay's `checkIsRestartCountExceeded`: only a container that has ended once (lastState)
+    # counts, one that has since ended with 0 never; the limit is KubeRay's default submitter
+    # backoffLimit, as submitterConfig is refused in SidecarMode.
+    container = _submitter_status(head_pod)
+    if not (container.get("lastState") or {}).get("terminated"):
+        return None
+    terminated = (container.get("state") or {}).get("terminated")
+    if terminated is not None and terminated.get("exitCode") == 0:
+        return None
+    if int(container.get("restartCount") or 0) < SIDECAR_SUBMITTER_RESTART_LIMIT:
+        return None
+    return _submitter_gave_up(
+        status,
+        f"Ray head pod submitter container {SUBMITTER_CONTAINER_NAME} terminated after "
+        "exceeding the maximum restart count",
     )
 
 
@@ -257,10 +279,14 @@ def sidecar_finished_at(head_pod: Object | None) -> str | None:
 
 
 def _submitter_terminated(head_pod: Object | None) -> Mapping[str, Any] | None:
+    return (_submitter_status(head_pod).get("state") or {}).get("terminated")
+
+
+def _submitter_status(head_pod: Object | None) -> Mapping[str, Any]:
     for container in ((head_pod or {}).get("status") or {}).get("containerStatuses") or ():
         if container.get("name") == SUBMITTER_CONTAINER_NAME:
-            return (container.get("state") or {}).get("terminated")
-    return None
+            return container  # type: ignore[no-any-return]
+    return {}
 
 
 def submitter_finished_at(submitter: Object | None) -> str | None:
@@ -520,6 +546,14 @@ def validation_failed(status: Object, message: str) -> JSON:
         "reason": VALIDATION_FAILED_REASON,
         "message": message,
     }
+
+
+def _submitter_gave_up(status: Object, message: str) -> JSON:
+    """Failed: AppFailed when Ray already said the job failed (the submitter only reported it),
+    else SubmissionFailed with `message`."""
+    if status.get("jobStatus") == FAILED:
+        return {**status, "jobDeploymentStatus": FAILED_STATE, "reason": APP_FAILED}
+    return _failed(status, SUBMISSION_FAILED, message)
 
 
 def _failed(status: Object, reason: str, message: str) -> JSON:

@@ -68,7 +68,7 @@ def _pod_spec_errors(path: str, pod_spec: Mapping[str, Any]) -> Iterator[FieldEr
             container_path = f"{path}.{field}[{index}]"
             container = _mapping(container)
             yield from _container_name_errors(container_path, container.get("name"), seen)
-            yield from _container_errors(container_path, container)
+            yield from container_errors(container_path, container)
 
 
 def _container_name_errors(path: str, name: Any, seen: set[str]) -> Iterator[FieldError]:
@@ -91,7 +91,8 @@ def dns1123_label_errors(path: str, name: str) -> Iterator[FieldError]:
         yield invalid(path, shown(name), _DNS1123_LABEL_RULE)
 
 
-def _container_errors(path: str, container: Mapping[str, Any]) -> Iterator[FieldError]:
+def container_errors(path: str, container: Mapping[str, Any]) -> Iterator[FieldError]:
+    """Kubernetes' rules on one container's image, ports, env and resources."""
     image = container.get("image")
     if not image:
         yield required(f"{path}.image", "")

@@ -50,6 +50,7 @@ from ray_operator.validation.errors import (
     too_long,
 )
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
+from ray_operator.validation.history_server import history_server_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.mtls import tls_options_errors
 from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
@@ -94,6 +95,7 @@ def validate_raycluster(
         _auth_errors,
         functools.partial(_feature_gate_errors, limits=limits),
         functools.partial(tls_options_errors, limits=limits),
+        functools.partial(history_server_errors, limits=limits),
         _upgrade_strategy_errors,
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),
