@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 import yaml
 from ray_operator.app import Operator
+from ray_operator.builders.network_policies import build_network_policies
 from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.features import parse_feature_gates
 from ray_operator.localcluster.controlplane import LocalControlPlane
@@ -41,29 +43,46 @@ DNS_EGRESS: dict[str, Any] = {
 }
 
 
+StartGatedOperator = Callable[[], Awaitable[Operator]]
+
+
 @pytest.fixture
-async def gated_operator(
+async def start_gated_operator(
     control_plane: LocalControlPlane, namespace: str, harness: Harness
-) -> AsyncIterator[Operator]:
-    """The RayCluster controller with the RayClusterNetworkPolicy gate on, as the flag sets it."""
-    api = await load_api_client(control_plane.kubeconfig)
-    settings = dataclasses.replace(
-        operator_settings(control_plane.kubeconfig, namespace), feature_gates=GATE_ON
-    )
-    limits = ClusterLimits(feature_gates=GATE_ON)
-    replica = Operator(
-        settings,
-        api=api,
-        controllers=[lambda context: RayClusterController(context, limits=limits)],
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="network-policy-operator-under-test")
+) -> AsyncIterator[StartGatedOperator]:
+    """`await start_gated_operator()`: the RayCluster controller with the RayClusterNetworkPolicy
+    gate on, as the flag sets it (cache and validation). Stopped at the end of the test."""
+    running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
+
+    async def start() -> Operator:
+        api = await load_api_client(control_plane.kubeconfig)
+        settings = dataclasses.replace(
+            operator_settings(control_plane.kubeconfig, namespace), feature_gates=GATE_ON
+        )
+        limits = ClusterLimits(feature_gates=GATE_ON)
+        replica = Operator(
+            settings,
+            api=api,
+            controllers=[functools.partial(RayClusterController, limits=limits)],
+        )
+        stop = asyncio.Event()
+        task = asyncio.create_task(replica.run(stop), name="network-policy-operator-under-test")
+        running.append((stop, task, api))
+        return replica
+
     try:
-        yield replica
+        yield start
     finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
-        await api.close()
+        for stop, _, _ in running:
+            stop.set()
+        for _, task, api in running:
+            assert await asyncio.wait_for(task, timeout=30) == 0
+            await api.close()
+
+
+@pytest.fixture
+async def gated_operator(start_gated_operator: StartGatedOperator) -> Operator:
+    return await start_gated_operator()
 
 
 def isolated_cluster(name: str = "iso", **network_policy: Any) -> dict[str, Any]:
@@ -165,7 +184,7 @@ async def test_a_worker_groups_entry_replaces_the_worker_rules_for_that_group_on
     cluster = isolated_cluster()
     groups = cluster["spec"]["workerGroupSpecs"]
     groups.append({**copy.deepcopy(groups[0]), "groupName": "gpu"})
-    https = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}
+    https: dict[str, Any] = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}
     https["ports"] = [{"port": 443}]  # no protocol: TCP, as the API server defaults it
     cluster["spec"]["networkPolicy"]["workerGroups"] = [
         {"groupName": "gpu", "egressRules": [DNS_EGRESS, https]}
@@ -333,3 +352,25 @@ async def test_with_the_gate_off_the_field_is_refused_and_policies_are_not_watch
     assert await policies(harness) == {}
     assert await harness.pods("iso") == []
     assert operator.store.list(NETWORK_POLICY) == []
+
+
+async def test_kuberays_policies_are_taken_over_without_a_write(
+    harness: Harness, start_gated_operator: StartGatedOperator
+) -> None:
+    await harness.apply(isolated_cluster())
+    uid = (await harness.cluster("iso"))["metadata"]["uid"]
+    # As KubeRay's controller made them: its created-by, the rest as ours.
+    ours = build_network_policies({**await harness.cluster("iso"), "kind": "RayCluster"})
+    for policy in ours:
+        policy["metadata"]["labels"]["app.kubernetes.io/created-by"] = "kuberay-operator"
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == uid
+        await harness.apply(policy)
+    before = await policies_named(harness, "iso-head", "iso-workers-small")
+    await start_gated_operator()
+    await harness.pods_settled("iso", head=1, workers=1)
+    after = await policies(harness)
+    assert {name: p["metadata"]["resourceVersion"] for name, p in after.items()} == {
+        name: p["metadata"]["resourceVersion"] for name, p in before.items()
+    }
+    assert await events(harness, "CreatedNetworkPolicy") == []
+    assert await events(harness, "UpdatedNetworkPolicy") == []

@@ -63,7 +63,7 @@ def test_with_the_gate_off_only_the_gates_message_is_given() -> None:
 def test_rules_are_refused_for_a_direction_the_mode_does_not_restrict(
     mode: str, part: str, field: str, direction: str
 ) -> None:
-    rules = {field: [{}]}
+    rules: dict[str, Any] = {field: [{}]}
     manifest = cluster(mode=mode, **{"head": {}, "worker": {}, part: rules})
     assert problems(manifest) == [
         f'{NP}.{part}.{field}: Forbidden: cannot be set when mode is "{mode}" '

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
     from ray_operator.runtime.client import KubeClient
     from ray_operator.runtime.events import EventRecorder
-    from ray_operator.runtime.store import StoreView
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,9 @@ class NetworkPolicySteps:
 
     enabled: bool
     """The RayClusterNetworkPolicy feature gate: off, the step does nothing."""
-    store: StoreView
+    observed: Callable[[Kind[Object], ObjectKey, RayCluster], list[Object]]
+    """The cluster's own objects of a kind, with our pending creates and deletes
+    (`RayClusterController.observed`)."""
     client: KubeClient
     events: EventRecorder
     create_or_read: Callable[
@@ -64,28 +65,29 @@ class NetworkPolicySteps:
         """Create, restore and delete this cluster's NetworkPolicies to match its spec."""
         if not self.enabled:
             return
-        uid = cluster["metadata"]["uid"]
         desired = build_network_policies(cluster)
-        cached = {
-            policy["metadata"]["name"]: policy
-            for policy in self.store.list_for_cluster(NETWORK_POLICY, key.namespace, key.name)
+        owned = {
+            existing["metadata"]["name"]: existing
+            for existing in self.observed(NETWORK_POLICY, key, cluster)
         }
         for policy in desired:
-            await self._ensure_one(key, cluster, policy, cached.get(policy["metadata"]["name"]))
+            await self._ensure_one(key, cluster, policy, owned.get(policy["metadata"]["name"]))
         wanted = {policy["metadata"]["name"] for policy in desired}
-        for name, policy in cached.items():
-            if name not in wanted and _owned_by(policy, uid):
-                await self._delete_unwanted(key, cluster, policy)
+        uid = cluster["metadata"]["uid"]
+        for name, existing in owned.items():
+            if name not in wanted and _controlled_by(existing, uid):
+                await self._delete_unwanted(key, cluster, existing)
 
     async def _ensure_one(
         self, key: ObjectKey, cluster: RayCluster, desired: Object, existing: Object | None
     ) -> None:
         if existing is None:
+            # Missing, or someone else's (not among the cluster's own): a 409 tells, and whose.
             existing = await self.create_or_read(key, cluster, NETWORK_POLICY, desired)
             if existing is None:
                 return  # Created just now.
         name = desired["metadata"]["name"]
-        if not _owned_by(existing, cluster["metadata"]["uid"]):
+        if not _controlled_by(existing, cluster["metadata"]["uid"]):
             await self.report_once(
                 cluster,
                 f"networkpolicy-collision/{name}",
@@ -144,7 +146,8 @@ class NetworkPolicySteps:
         await self.events.record(cluster, reason="DeletedNetworkPolicy", message=f"Deleted {what}")
 
 
-def _owned_by(obj: Object, uid: str) -> bool:
+def _controlled_by(obj: Object, uid: str) -> bool:
+    """KubeRay's `IsControlledBy`: the cluster is the object's controller, not just an owner."""
     return any(
         reference.get("uid") == uid and reference.get("controller") is True
         for reference in obj["metadata"].get("ownerReferences") or ()

@@ -310,7 +310,7 @@ class RayClusterController:
         )
         self._network_policies = NetworkPolicySteps(
             enabled=limits.feature_gates.enabled(RAY_CLUSTER_NETWORK_POLICY),
-            store=self._store,
+            observed=self.observed,
             client=self._client,
             events=self._events,
             create_or_read=self._create_or_read,
