@@ -8,26 +8,19 @@ gate off the field is refused with the gate's message, and NetworkPolicies are n
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import dataclasses
-import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 import yaml
 from ray_operator.app import Operator
 from ray_operator.builders.network_policies import build_network_policies
-from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.features import parse_feature_gates
-from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.client import load_api_client
 from ray_operator.runtime.kinds import NETWORK_POLICY
 from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT
-from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.conftest import Harness, StartClusterOperator
 from tests.controllers.test_raycluster import scalable_cluster
 
 GATE_ON = parse_feature_gates("RayClusterNetworkPolicy=true")
@@ -43,46 +36,17 @@ DNS_EGRESS: dict[str, Any] = {
 }
 
 
-StartGatedOperator = Callable[[], Awaitable[Operator]]
+async def start_gated(start_cluster_operator: StartClusterOperator) -> Operator:
+    """The RayCluster controller with the RayClusterNetworkPolicy gate on, as the flag sets it
+    (what the operator caches and what validation allows)."""
+    return await start_cluster_operator(
+        feature_gates=GATE_ON, limits=ClusterLimits(feature_gates=GATE_ON)
+    )
 
 
 @pytest.fixture
-async def start_gated_operator(
-    control_plane: LocalControlPlane, namespace: str, harness: Harness
-) -> AsyncIterator[StartGatedOperator]:
-    """`await start_gated_operator()`: the RayCluster controller with the RayClusterNetworkPolicy
-    gate on, as the flag sets it (cache and validation). Stopped at the end of the test."""
-    running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
-
-    async def start() -> Operator:
-        api = await load_api_client(control_plane.kubeconfig)
-        settings = dataclasses.replace(
-            operator_settings(control_plane.kubeconfig, namespace), feature_gates=GATE_ON
-        )
-        limits = ClusterLimits(feature_gates=GATE_ON)
-        replica = Operator(
-            settings,
-            api=api,
-            controllers=[functools.partial(RayClusterController, limits=limits)],
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(replica.run(stop), name="network-policy-operator-under-test")
-        running.append((stop, task, api))
-        return replica
-
-    try:
-        yield start
-    finally:
-        for stop, _, _ in running:
-            stop.set()
-        for _, task, api in running:
-            assert await asyncio.wait_for(task, timeout=30) == 0
-            await api.close()
-
-
-@pytest.fixture
-async def gated_operator(start_gated_operator: StartGatedOperator) -> Operator:
-    return await start_gated_operator()
+async def gated_operator(start_cluster_operator: StartClusterOperator) -> Operator:
+    return await start_gated(start_cluster_operator)
 
 
 def isolated_cluster(name: str = "iso", **network_policy: Any) -> dict[str, Any]:
@@ -355,7 +319,7 @@ async def test_with_the_gate_off_the_field_is_refused_and_policies_are_not_watch
 
 
 async def test_kuberays_policies_are_taken_over_without_a_write(
-    harness: Harness, start_gated_operator: StartGatedOperator
+    harness: Harness, start_cluster_operator: StartClusterOperator
 ) -> None:
     await harness.apply(isolated_cluster())
     uid = (await harness.cluster("iso"))["metadata"]["uid"]
@@ -366,7 +330,7 @@ async def test_kuberays_policies_are_taken_over_without_a_write(
         assert policy["metadata"]["ownerReferences"][0]["uid"] == uid
         await harness.apply(policy)
     before = await policies_named(harness, "iso-head", "iso-workers-small")
-    await start_gated_operator()
+    await start_gated(start_cluster_operator)
     await harness.pods_settled("iso", head=1, workers=1)
     after = await policies(harness)
     assert {name: p["metadata"]["resourceVersion"] for name, p in after.items()} == {

@@ -26,9 +26,10 @@ reconcile (same key, serialised by the queue) runs right after, itself in parall
 Deleting a RayCluster deletes its Pods and Services explicitly — the operator does not rely on
 the garbage collector (there is none in the test control plane, and a cluster may be deleted
 while the operator is down: its orphans are found again through their `ray.io/cluster` label).
-The same goes for its Ingress, its owned GCS storage PVC and its Redis cleanup Job. A cluster
-with GCS fault tolerance on Redis carries KubeRay's `REDIS_CLEANUP_FINALIZER`: on delete its
-Pods go first, then the cleanup Job runs, then the finalizer goes (`finish_deletion`).
+The same goes for its Ingress, its NetworkPolicies, its owned GCS storage PVC and its Redis
+cleanup Job. A cluster with GCS fault tolerance on Redis carries KubeRay's
+`REDIS_CLEANUP_FINALIZER`: on delete its Pods go first, then the cleanup Job runs, then the
+finalizer goes (`finish_deletion`).
 """
 
 from __future__ import annotations
