@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from ray_operator.builders.network_policies import build_network_policies, network_policy_drifted
+from ray_operator.builders.rayjob import build_cluster_for_job, build_submitter_job
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.test_raycluster_network_policy import DNS_EGRESS, cluster_peer
@@ -197,3 +198,23 @@ def test_drift_is_any_spec_difference_or_a_changed_label_of_ours() -> None:
     relabelled = copy.deepcopy(desired)
     relabelled["metadata"]["labels"]["ray.io/group"] = "other"
     assert network_policy_drifted(desired, relabelled)
+
+
+def test_a_rayjobs_own_cluster_lets_its_own_submitter_pod_in() -> None:
+    """Across our builders: the cluster a K8sJobMode RayJob gets, and its submitter Job's Pods."""
+    rayjob: dict[str, Any] = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "nightly", "namespace": "ns", "uid": "job-uid"},
+        "spec": {"entrypoint": "python -V", "rayClusterSpec": cluster()["spec"]},
+    }
+    job_cluster = build_cluster_for_job(rayjob, name="nightly-abcde")
+    job_cluster["metadata"]["uid"] = "cluster-uid"
+    submitter = build_submitter_job(rayjob, job_cluster, dashboard_address="", submission_id="s")
+    pod_labels = submitter["spec"]["template"]["metadata"]["labels"]
+    head = by_name(job_cluster)["nightly-abcde-head"]
+    (rule,) = [
+        r for r in head["spec"]["ingress"] if r.get("ports") == [{"protocol": "TCP", "port": 8265}]
+    ]
+    selector = rule["from"][0]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
