@@ -5,14 +5,10 @@ verbs, nothing more — and the API server accepts the result."""
 
 from __future__ import annotations
 
-import re
-import shutil
-from pathlib import Path
-
 import pytest
 from ray_operator.features import RAY_CLUSTER_NETWORK_POLICY
 
-from tests.conftest import REPO_ROOT, Kubectl
+from tests.conftest import Kubectl
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -20,6 +16,7 @@ from tests.deploy.manifests import (
     apply_server_side,
     authorized,
     build,
+    default_with_component,
     of_kind,
     service_account_user,
     the,
@@ -39,19 +36,9 @@ NEVER = [("patch", NETWORK_POLICIES, None), ("deletecollection", NETWORK_POLICIE
 @pytest.fixture(scope="module")
 def with_component(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
     """config/default with config/network-policy turned on as its comment says."""
-    return build(_default_with_component(tmp_path_factory.mktemp("network-policy")))
-
-
-def _default_with_component(directory: Path) -> Path:
-    shutil.copytree(CONFIG, directory / "config")
-    shutil.copytree(REPO_ROOT / "crd", directory / "crd")
-    kustomization = directory / "config" / "default" / "kustomization.yaml"
-    text = kustomization.read_text()
-    text, headers = re.subn(r"^# components:$", "components:", text, flags=re.M)
-    text, lines = re.subn(r"^#   - \.\./network-policy$", "  - ../network-policy", text, flags=re.M)
-    assert (headers, lines) == (1, 1), "config/default must offer config/network-policy"
-    kustomization.write_text(text)
-    return directory / "config" / "default"
+    return build(
+        default_with_component(tmp_path_factory.mktemp("network-policy"), "network-policy")
+    )
 
 
 def test_the_default_install_has_the_gate_off_and_no_rights_on_network_policies() -> None:
