@@ -12,7 +12,11 @@ import yaml
 from ray_operator.features import parse_feature_gates
 from ray_operator.validation import validate_raycluster
 from ray_operator.validation.limits import ClusterLimits
-from ray_operator.validation.network_policy import MAX_ERRORS, MAX_NETWORK_POLICY_ITEMS
+from ray_operator.validation.network_policy import (
+    MAX_BUILT_ITEMS,
+    MAX_ERRORS,
+    MAX_NETWORK_POLICY_ITEMS,
+)
 
 from tests.conftest import REPO_ROOT
 
@@ -174,6 +178,21 @@ def test_a_huge_field_is_refused_in_one_error_without_reading_it_all() -> None:
     (problem,) = problems(cluster(head=ingress(*rules)))
     assert problem.startswith(f"{NP}: Invalid value: ")
     assert "items: must have at most 1000 rules, peers, ports" in problem.replace('"', "")
+
+
+def test_worker_rules_copied_into_too_many_groups_are_refused_in_one_error() -> None:
+    # 100 items of worker rules, well under the field's bound, copied into 100 groups.
+    rule = {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 1}] * 97}
+    manifest = cluster(worker={"egressRules": [rule]})
+    group = manifest["spec"]["workerGroupSpecs"][0]
+    manifest["spec"]["workerGroupSpecs"] = [
+        {**copy.deepcopy(group), "groupName": f"g{index}"} for index in range(100)
+    ]
+    (problem,) = problems(manifest)
+    assert problem.startswith(f"{NP}: Invalid value: ")
+    assert f"must hold at most {MAX_BUILT_ITEMS} policies, rules" in problem
+    manifest["spec"]["workerGroupSpecs"] = manifest["spec"]["workerGroupSpecs"][:90]
+    assert problems(manifest) == []
 
 
 def test_errors_are_capped() -> None:

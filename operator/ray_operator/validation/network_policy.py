@@ -16,10 +16,11 @@ label selectors (qualified keys, label values, operators and their values), ipBl
 `except` CIDRs strictly inside it); and the head's `dashboard-port` a port when a RayJob's
 submitter is let in through it.
 
-Bounded: the user's rules are copied into the head's policy and into every worker group's, so
-the whole field may hold at most `MAX_NETWORK_POLICY_ITEMS` rules, peers, ports, CIDRs, selector
-terms and values together; past that it is refused in one error, without looking further. At most
-`MAX_ERRORS` errors are reported. Pure: reads only.
+Bounded: `worker`'s rules are copied into every worker group's policy, so the whole field may
+hold at most `MAX_NETWORK_POLICY_ITEMS` rules, peers, ports, CIDRs, selector terms and values
+together, and the policies built from it `MAX_BUILT_ITEMS` (counting each policy); past either
+bound it is refused in one error, without looking further. At most `MAX_ERRORS` errors are
+reported. Pure: reads only.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ MAX_NETWORK_POLICY_ITEMS: Final = 1000
 """Rules + peers + ports + CIDRs + selector labels, expressions and values in the whole field.
 KubeRay's deny-all sample uses 8; a policy's rules are copied per worker group, and each policy
 must fit the API server's object size limit."""
+MAX_BUILT_ITEMS: Final = 10_000
+"""The same, in all the NetworkPolicies built from the field: `worker`'s rules are copied into
+every group's policy, so 1,000 items and 1,000 groups would make a million (rebuilt at every
+reconcile of the cluster)."""
 MAX_ERRORS: Final = 50
 
 _PROTOCOLS: Final = ["SCTP", "TCP", "UDP"]
@@ -92,6 +97,16 @@ def network_policy_errors(cluster: RayCluster, *, limits: ClusterLimits) -> Iter
             f"{items} items",
             f"must have at most {MAX_NETWORK_POLICY_ITEMS} rules, peers, ports, CIDRs and "
             "selector terms in all (they are copied into every worker group's NetworkPolicy)",
+        )
+        return
+    built = _built_items(cluster, config)
+    if built > MAX_BUILT_ITEMS:
+        yield invalid(
+            PATH,
+            f"{built} items",
+            f"the NetworkPolicies built from it (one per worker group, each with the rules that "
+            f"apply to it) must hold at most {MAX_BUILT_ITEMS} policies, rules, peers, ports, "
+            "CIDRs and selector terms in all",
         )
         return
     yield from itertools.islice(_config_errors(cluster, config), MAX_ERRORS)
@@ -283,17 +298,34 @@ def _count_items(config: Mapping[str, Any]) -> int:
     """Everything the field repeats, counted in one pass over its fixed shape (no recursion)."""
     parts = [_dict(config.get("head")), _dict(config.get("worker"))]
     parts += [_dict(entry) for entry in _list(config.get("workerGroups"))]
-    count = len(parts)
-    for part in parts:
-        for field, peers in (("ingressRules", "from"), ("egressRules", "to")):
-            for rule in _list(part.get(field)):
-                rule = _dict(rule)
-                count += 1 + len(_list(rule.get("ports")))
-                for peer in _list(rule.get(peers)):
-                    peer = _dict(peer)
-                    count += 1 + len(_list(_dict(peer.get("ipBlock")).get("except")))
-                    for selector in ("podSelector", "namespaceSelector"):
-                        count += _selector_size(_dict(peer.get(selector)))
+    return len(parts) + sum(_rules_size(part) for part in parts)
+
+
+def _built_items(cluster: RayCluster, config: Mapping[str, Any]) -> int:
+    """What the built policies hold: one per policy plus its user rules (`worker`'s counted
+    once per group that uses them)."""
+    entries = {
+        _dict(entry).get("groupName"): _rules_size(_dict(entry))
+        for entry in _list(config.get("workerGroups"))
+    }
+    worker = _rules_size(_dict(config.get("worker")))
+    total = 1 + _rules_size(_dict(config.get("head")))
+    for group in spec(cluster).get("workerGroupSpecs") or ():
+        total += 1 + entries.get(group.get("groupName"), worker)
+    return total
+
+
+def _rules_size(part: Mapping[str, Any]) -> int:
+    count = 0
+    for field, peers in (("ingressRules", "from"), ("egressRules", "to")):
+        for rule in _list(part.get(field)):
+            rule = _dict(rule)
+            count += 1 + len(_list(rule.get("ports")))
+            for peer in _list(rule.get(peers)):
+                peer = _dict(peer)
+                count += 1 + len(_list(_dict(peer.get("ipBlock")).get("except")))
+                for selector in ("podSelector", "namespaceSelector"):
+                    count += _selector_size(_dict(peer.get(selector)))
     return count
 
 
