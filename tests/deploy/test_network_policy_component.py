@@ -5,6 +5,8 @@ verbs, nothing more — and the API server accepts the result."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from ray_operator.features import RAY_CLUSTER_NETWORK_POLICY
 
@@ -81,6 +83,15 @@ def test_the_api_server_accepts_the_install_with_the_component(
     assert output.count("(server dry run)") == len(with_component)
 
 
+@pytest.fixture
+def network_policy_grants_withdrawn_afterwards(kubectl: Kubectl) -> Iterator[None]:
+    """The component's grants go to the operator's real ServiceAccount on the shared plane: left
+    bound, they would answer for every later RBAC test."""
+    yield
+    kubectl("delete", "clusterrolebinding,clusterrole", ROLE, "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("network_policy_grants_withdrawn_afterwards")
 def test_the_operator_may_manage_network_policies_with_the_component_and_nothing_more(
     with_component: list[Manifest], kubectl: Kubectl, namespace: str
 ) -> None:
