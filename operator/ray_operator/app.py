@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import uvloop
 
-from ray_operator.features import RAY_CLUSTER_MTLS
+from ray_operator.features import RAY_CLUSTER_MTLS, RAY_CLUSTER_NETWORK_POLICY
 from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
 from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
@@ -49,6 +49,7 @@ from ray_operator.runtime.kinds import (
     CERTIFICATE,
     ISSUER,
     LEGACY_RAY_CLUSTER,
+    NETWORK_POLICY,
     OPTIONAL_KINDS,
     POD_GROUP_KINDS,
     RAY_CRON_JOB,
@@ -146,9 +147,9 @@ async def _main(
 
 def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
     """The kinds a replica caches: the default ones (RayCronJobs only with their feature gate
-    on, cert-manager's Issuers and Certificates only with RayClusterMTLS), the legacy RayCluster
-    when it serves that kind (`--legacy-clusters`), and the PodGroups of the chosen
-    `--batch-scheduler`."""
+    on, cert-manager's Issuers and Certificates only with RayClusterMTLS, NetworkPolicies only
+    with RayClusterNetworkPolicy), the legacy RayCluster when it serves that kind
+    (`--legacy-clusters`), and the PodGroups of the chosen `--batch-scheduler`."""
     kinds = WATCHED_KINDS
     if not settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         kinds = tuple(kind for kind in kinds if kind != RAY_CRON_JOB)
@@ -156,6 +157,8 @@ def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
         kinds = (*kinds, *CERT_MANAGER_KINDS)
     if settings.batch_scheduler in POD_GROUP_KINDS:
         kinds = (*kinds, POD_GROUP_KINDS[settings.batch_scheduler])
+    if settings.feature_gates.enabled(RAY_CLUSTER_NETWORK_POLICY):
+        kinds = (*kinds, NETWORK_POLICY)
     return (*kinds, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else kinds
 
 

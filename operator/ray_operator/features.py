@@ -53,7 +53,7 @@ GATES: Final[Mapping[str, Gate]] = {
         Gate(RAY_CRON_JOB, True, GateSupport.HONOURED),
         Gate(RAY_SERVICE_INCREMENTAL_UPGRADE, False, GateSupport.NOT_IMPLEMENTED),
         Gate(SIDECAR_SUBMITTER_RESTART, False, GateSupport.HONOURED),
-        Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.HONOURED),
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).
         Gate("GCSFaultToleranceEmbeddedStorage", True, GateSupport.ALWAYS_ON),
         Gate(RAY_CLUSTER_MTLS, False, GateSupport.HONOURED),

@@ -13,6 +13,7 @@ and the operator.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import time
@@ -24,6 +25,7 @@ import pytest
 import yaml
 from ray_operator.app import Operator
 from ray_operator.controllers.raycluster import RayClusterController
+from ray_operator.features import FeatureGates
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
@@ -220,13 +222,19 @@ async def start_cluster_operator(
     control_plane: LocalControlPlane, namespace: str, harness: Harness
 ) -> AsyncIterator[StartClusterOperator]:
     """`await start_cluster_operator(redis_cleanup=False)`: keyword arguments go to the
-    RayClusterController. Operators still running at the end are stopped."""
+    RayClusterController, but `feature_gates` to the operator's settings (what it caches).
+    Operators still running at the end are stopped."""
     running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
 
-    async def start(**controller_options: Any) -> Operator:
+    async def start(
+        *, feature_gates: FeatureGates | None = None, **controller_options: Any
+    ) -> Operator:
         api = await load_api_client(control_plane.kubeconfig)
+        settings = operator_settings(control_plane.kubeconfig, namespace)
+        if feature_gates is not None:
+            settings = dataclasses.replace(settings, feature_gates=feature_gates)
         replica = Operator(
-            operator_settings(control_plane.kubeconfig, namespace),
+            settings,
             api=api,
             controllers=[functools.partial(RayClusterController, **controller_options)],
         )

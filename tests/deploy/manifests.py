@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
+import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -238,3 +240,21 @@ def operator_kubeconfig(
     # A bearer token is a password.
     path.chmod(0o600)
     return path
+
+
+def default_with_component(directory: Path, component: str) -> Path:
+    """A copy of config/default (and crd/) under `directory` with config/`component` turned on
+    as config/default/kustomization.yaml says: its `components:` line and the component's line
+    un-commented. Fails when config/default does not offer the component that way."""
+    shutil.copytree(CONFIG, directory / "config")
+    shutil.copytree(REPO_ROOT / "crd", directory / "crd")
+    kustomization = directory / "config" / "default" / "kustomization.yaml"
+    text = kustomization.read_text()
+    text, headers = re.subn(r"^# components:$", "components:", text, flags=re.M)
+    line = rf"^#   - \.\./{re.escape(component)}$"
+    text, lines = re.subn(line, f"  - ../{component}", text, flags=re.M)
+    assert (headers, lines) == (1, 1), (
+        f"config/default must offer config/{component}, commented out"
+    )
+    kustomization.write_text(text)
+    return directory / "config" / "default"

@@ -5,13 +5,9 @@ accepts the result."""
 
 from __future__ import annotations
 
-import re
-import shutil
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import REPO_ROOT, Kubectl
+from tests.conftest import Kubectl
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -19,6 +15,7 @@ from tests.deploy.manifests import (
     apply_server_side,
     authorized,
     build,
+    default_with_component,
     of_kind,
     service_account_user,
     the,
@@ -40,22 +37,7 @@ LEGACY_NEVER = [("create", LEGACY_CRD, None), ("delete", LEGACY_CRD, None)]
 @pytest.fixture(scope="module")
 def with_legacy(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
     """config/default with config/legacy turned on as its comment says."""
-    return build(_default_with_legacy(tmp_path_factory.mktemp("legacy")))
-
-
-def _default_with_legacy(directory: Path) -> Path:
-    shutil.copytree(CONFIG, directory / "config")
-    shutil.copytree(REPO_ROOT / "crd", directory / "crd")
-    kustomization = directory / "config" / "default" / "kustomization.yaml"
-    text, count = re.subn(
-        r"^# components:\n#   - \.\./legacy$",
-        "components:\n  - ../legacy",
-        kustomization.read_text(),
-        flags=re.M,
-    )
-    assert count == 1, "config/default must offer config/legacy as a commented-out component"
-    kustomization.write_text(text)
-    return directory / "config" / "default"
+    return build(default_with_component(tmp_path_factory.mktemp("legacy"), "legacy"))
 
 
 def test_the_default_install_serves_no_legacy_clusters() -> None:

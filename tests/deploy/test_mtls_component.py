@@ -5,14 +5,11 @@ and Certificates and `get`/`patch` on Secrets, nothing else, and the API server 
 
 from __future__ import annotations
 
-import re
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Kubectl
+from tests.conftest import Kubectl
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -20,6 +17,7 @@ from tests.deploy.manifests import (
     apply_server_side,
     authorized,
     build,
+    default_with_component,
     of_kind,
     service_account_user,
     the,
@@ -50,19 +48,7 @@ MTLS_NEVER = [
 @pytest.fixture(scope="module")
 def with_mtls(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
     """config/default with config/mtls turned on as its comment says."""
-    return build(_default_with_mtls(tmp_path_factory.mktemp("mtls")))
-
-
-def _default_with_mtls(directory: Path) -> Path:
-    shutil.copytree(CONFIG, directory / "config")
-    shutil.copytree(REPO_ROOT / "crd", directory / "crd")
-    kustomization = directory / "config" / "default" / "kustomization.yaml"
-    text = kustomization.read_text()
-    text, components = re.subn(r"^# components:$", "components:", text, flags=re.M)
-    text, mtls = re.subn(r"^#   - \.\./mtls$", "  - ../mtls", text, flags=re.M)
-    assert (components, mtls) == (1, 1), "config/default must offer config/mtls, commented out"
-    kustomization.write_text(text)
-    return directory / "config" / "default"
+    return build(default_with_component(tmp_path_factory.mktemp("mtls"), "mtls"))
 
 
 def test_the_default_install_has_no_mtls_gate_and_no_grant_for_it() -> None:

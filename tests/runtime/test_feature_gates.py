@@ -65,10 +65,7 @@ def test_the_environment_stands_in_for_the_flag(monkeypatch: pytest.MonkeyPatch)
         ("Foo=true", "unknown feature gate 'Foo' (known: RayClusterStatusConditions,"),
         ("RayCronJob", "'RayCronJob': expected <gate>=true or <gate>=false"),
         ("RayCronJob=maybe", "'RayCronJob=maybe': expected <gate>=true or <gate>=false"),
-        (
-            "RayClusterNetworkPolicy=true",
-            "RayClusterNetworkPolicy=true: not implemented by this operator yet",
-        ),
+        ("KubernetesWAS=true", "KubernetesWAS=true: not implemented by this operator yet"),
         (
             "RayClusterStatusConditions=false",
             "RayClusterStatusConditions=false: this operator always behaves as KubeRay with the "

@@ -26,9 +26,10 @@ reconcile (same key, serialised by the queue) runs right after, itself in parall
 Deleting a RayCluster deletes its Pods and Services explicitly — the operator does not rely on
 the garbage collector (there is none in the test control plane, and a cluster may be deleted
 while the operator is down: its orphans are found again through their `ray.io/cluster` label).
-The same goes for its Ingress, its owned GCS storage PVC and its Redis cleanup Job. A cluster
-with GCS fault tolerance on Redis carries KubeRay's `REDIS_CLEANUP_FINALIZER`: on delete its
-Pods go first, then the cleanup Job runs, then the finalizer goes (`finish_deletion`).
+The same goes for its Ingress, its NetworkPolicies, its owned GCS storage PVC and its Redis
+cleanup Job. A cluster with GCS fault tolerance on Redis carries KubeRay's
+`REDIS_CLEANUP_FINALIZER`: on delete its Pods go first, then the cleanup Job runs, then the
+finalizer goes (`finish_deletion`).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ from ray_operator.controllers.mtls import (
     ClusterObjects,
     requeue_sooner,
 )
-from ray_operator.features import RAY_CLUSTER_MTLS
+from ray_operator.controllers.network_policies import NetworkPolicySteps
+from ray_operator.features import RAY_CLUSTER_MTLS, RAY_CLUSTER_NETWORK_POLICY
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
@@ -128,6 +130,7 @@ from ray_operator.runtime.kinds import (
     CERT_MANAGER_KINDS,
     INGRESS,
     JOB,
+    NETWORK_POLICY,
     PERSISTENT_VOLUME_CLAIM,
     POD,
     RAY_CLUSTER,
@@ -181,6 +184,7 @@ DEPENDENT_KINDS: tuple[Kind, ...] = (
     INGRESS,
     JOB,
     *CERT_MANAGER_KINDS,
+    NETWORK_POLICY,
 )
 
 REDIS_CLEANUP_FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
@@ -305,6 +309,15 @@ class RayClusterController:
             gate_on=limits.feature_gates.enabled(RAY_CLUSTER_MTLS),
             cluster_domain=self._pod_options.cluster_domain,
         )
+        self._network_policies = NetworkPolicySteps(
+            enabled=limits.feature_gates.enabled(RAY_CLUSTER_NETWORK_POLICY),
+            observed=self.observed,
+            client=self._client,
+            events=self._events,
+            create_or_read=self._create_or_read,
+            delete=self._delete,
+            report_once=self._report_once,
+        )
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind == JOB and not is_redis_cleanup_job(obj):
@@ -340,6 +353,7 @@ class RayClusterController:
         await self.ensure_auth_secret(key, cluster)
         await self.ensure_ingress(key, cluster)
         await self.ensure_gcs_storage_pvc(key, cluster)
+        await self._network_policies.ensure_network_policies(key, cluster)
         if (problem := await self._mtls.ensure_pki(key, cluster)) is not None:
             await self.report_invalid_spec(key, cluster, problem)
             return Result(requeue_after=CERT_MANAGER_RECHECK_S)

@@ -133,6 +133,11 @@ PERSISTENT_VOLUME_CLAIM: Final[Kind[JSON]] = Kind(
 only."""
 INGRESS: Final[Kind[JSON]] = Kind("networking.k8s.io", "v1", "ingresses", "Ingress")
 """The head's `<cluster>-head-ingress` of `headGroupSpec.enableIngress`."""
+NETWORK_POLICY: Final[Kind[JSON]] = Kind(
+    "networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"
+)
+"""A RayCluster's `spec.networkPolicy` isolation; cached only with the RayClusterNetworkPolicy
+feature gate on (`app.watched_kinds`): the operator has no rights on them otherwise."""
 CONFIG_MAP: Final[Kind[JSON]] = Kind("", "v1", "configmaps", "ConfigMap")
 """The `<graph>-serve-graph-builder` module that a RayServeGraph's Ray containers import."""
 RAY_SERVE_GRAPH: Final[Kind[JSON]] = Kind(
@@ -270,7 +275,7 @@ def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
     What either operator created is recognised: ownership is then decided by ownerReferences
     (the owner's uid), never by who created it, so a cluster KubeRay ran is taken over as is.
     """
-    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS, *CERT_MANAGER_KINDS):
+    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS, NETWORK_POLICY, *CERT_MANAGER_KINDS):
         # Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or ours with `created-by`
         # removed). PVCs and Ingresses too: KubeRay's carry `ray.io/cluster` (its PVC no other
         # label), so a taken-over cluster's are seen.

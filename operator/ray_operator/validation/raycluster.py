@@ -53,6 +53,7 @@ from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.history_server import history_server_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.mtls import tls_options_errors
+from ray_operator.validation.network_policy import network_policy_errors
 from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ def validate_raycluster(
         functools.partial(_feature_gate_errors, limits=limits),
         functools.partial(tls_options_errors, limits=limits),
         functools.partial(history_server_errors, limits=limits),
+        functools.partial(network_policy_errors, limits=limits),
         _upgrade_strategy_errors,
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),
