@@ -31,6 +31,7 @@ import logging
 import signal
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import uvloop
@@ -42,7 +43,7 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.capabilities import unmet_gate_prerequisites
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
-from ray_operator.runtime.errors import KubeError, NotFound
+from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import (
     CERT_MANAGER_KINDS,
@@ -177,12 +178,15 @@ CRD_SOURCES: dict[Kind, str] = {
 async def served_kinds(
     client: KubeClient, kinds: Sequence[Kind], *, namespaces: Sequence[str] = ()
 ) -> list[Kind]:
-    """`kinds` without the optional ones (`OPTIONAL_KINDS`) the API server does not serve, and
-    without what is cached only for those; each one missing is logged as an error that says
-    which CRD to apply. One request per optional kind, at start."""
+    """`kinds` without the optional ones (`OPTIONAL_KINDS`) the API server does not serve or
+    the operator may not list, and without what is cached only for those; each one left out is
+    logged as an error that says what to apply. One request per optional kind, at start."""
     missing: set[Kind] = set()
     for kind, companions in OPTIONAL_KINDS.items():
-        if kind in kinds and not await _is_served(client, kind, namespaces=namespaces):
+        if kind not in kinds:
+            continue
+        answer = await _probe(client, kind, namespaces=namespaces)
+        if answer is _Probe.NOT_SERVED:
             logger.error(
                 "the API server does not serve %s %s: the CustomResourceDefinition %s.%s is "
                 "not installed, so those objects are not managed; apply %s and restart the "
@@ -193,14 +197,34 @@ async def served_kinds(
                 kind.group,
                 CRD_SOURCES.get(kind, "crd/ (make run and config/ do)"),
             )
+        elif answer is _Probe.FORBIDDEN:
+            # A watch the operator may not list would keep every cache from syncing: without
+            # this, a gate turned on without its kustomize component stopped every tenant.
+            logger.error(
+                "the operator may not list %s %s (Forbidden), so those objects are not "
+                "managed; grant it get/list/watch on %s.%s (the kustomize component under "
+                "config/ that turns this feature on does) and restart the operator",
+                kind.api_version,
+                kind.kind,
+                kind.plural,
+                kind.group or "core",
+            )
+        if answer is not _Probe.SERVED:
             missing |= {kind, *companions}
     return [kind for kind in kinds if kind not in missing]
 
 
-async def _is_served(client: KubeClient, kind: Kind, *, namespaces: Sequence[str]) -> bool:
-    """Whether the API server serves `kind`. Other answers than 404 (a CRD just applied answers
-    429 while its storage initialises; the server may be away) are retried for a while, then
-    the kind counts as served: its watcher keeps retrying, as for any other kind."""
+class _Probe(Enum):
+    SERVED = "served"
+    NOT_SERVED = "not served"
+    FORBIDDEN = "forbidden"
+
+
+async def _probe(client: KubeClient, kind: Kind, *, namespaces: Sequence[str]) -> _Probe:
+    """Whether the API server serves `kind` to this operator. Other answers than 404 and 403
+    (a CRD just applied answers 429 while its storage initialises; the server may be away) are
+    retried for a while, then the kind counts as served: its watcher keeps retrying, as for
+    any other kind."""
     delay = 0.2
     deadline = asyncio.get_running_loop().time() + SERVED_PROBE_SECONDS
     while True:
@@ -211,13 +235,15 @@ async def _is_served(client: KubeClient, kind: Kind, *, namespaces: Sequence[str
                 namespace=namespaces[0] if namespaces else None,
                 field_selector="metadata.name=ray-operator-probe-",
             )
-            return True
+            return _Probe.SERVED
         except NotFound:
-            return False
+            return _Probe.NOT_SERVED
+        except Forbidden:
+            return _Probe.FORBIDDEN
         except KubeError as error:
             if asyncio.get_running_loop().time() + delay > deadline:
                 logger.warning("could not tell whether %s is served: %s", kind, error)
-                return True
+                return _Probe.SERVED
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

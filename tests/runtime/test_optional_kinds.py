@@ -15,6 +15,7 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.kinds import (
     CONFIG_MAP,
     LEGACY_RAY_CLUSTER,
+    OPTIONAL_KINDS,
     RAY_SERVE_GRAPH,
     WATCHED_KINDS,
 )
@@ -102,3 +103,26 @@ async def test_legacy_clusters_asked_for_without_their_crd_are_left_out_and_name
         await api.close()
     assert "rayclusters.cluster.ray.io is not installed" in caplog.text
     assert "apply crd/legacy/" in caplog.text
+
+
+async def test_an_optional_kind_the_operator_may_not_list_is_left_out_and_named(
+    control_plane: LocalControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A gate turned on without its kustomize component: the watch would answer 403 forever and
+    # keep every cache from syncing. Played by an identity that holds no grant at all.
+    wanted = watched_kinds(Settings())
+    api = await load_api_client(control_plane.kubeconfig)
+    api.set_default_header("Impersonate-User", "system:serviceaccount:default:no-grants")
+    try:
+        kinds = await served_kinds(KubeClient(api, metrics=Metrics()), wanted)
+    finally:
+        await api.close()
+    left_out = [kind for kind in wanted if kind in OPTIONAL_KINDS]
+    assert left_out, "the default kinds include optional ones"
+    assert kinds == [
+        kind for kind in wanted if kind not in OPTIONAL_KINDS and kind is not CONFIG_MAP
+    ]
+    for kind in left_out:
+        assert (
+            f"the operator may not list {kind.api_version} {kind.kind} (Forbidden)" in caplog.text
+        )

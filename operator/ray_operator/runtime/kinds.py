@@ -204,11 +204,13 @@ OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
     CERTIFICATE: (),
     VOLCANO_POD_GROUP: (),
     SCHEDULER_PLUGINS_POD_GROUP: (),
+    NETWORK_POLICY: (),
 }
 """Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), and
-others' (cert-manager's, the batch schedulers' PodGroups: not installed), each with the kinds
-cached only for it. Without the CRD the operator runs without that controller (or those objects)
-instead of waiting forever for a cache that can never list (which would stop every kind)."""
+others' (cert-manager's, the batch schedulers' PodGroups: not installed; NetworkPolicies: a gate
+turned on without the grants of its component), each with the kinds cached only for it. Without
+the CRD or the grant the operator runs without that controller (or those objects) instead of
+waiting forever for a cache that can never list (which would stop every kind)."""
 
 
 @dataclass(frozen=True, slots=True)
