@@ -439,7 +439,7 @@ RAYSERVICE_CASES = [
         '"NewClusterWithIncrementalUpgrade", "NewCluster", "None"',
     ),
     case(
-        "incremental-upgrade-without-autoscaler",
+        "incremental-upgrade-behind-its-gate",
         SERVICE,
         put(
             "spec.upgradeStrategy",
@@ -453,14 +453,8 @@ RAYSERVICE_CASES = [
                 },
             },
         ),
-        expect=(
-            "spec.upgradeStrategy.type: Forbidden: NewClusterWithIncrementalUpgrade is not "
-            "supported by this operator; use NewCluster",
-            "spec.upgradeStrategy.type: Forbidden: NewClusterWithIncrementalUpgrade requires "
-            "rayClusterConfig.enableInTreeAutoscaling: true",
-            "spec.upgradeStrategy.clusterUpgradeOptions.stepSizePercent: Invalid value: 50: "
-            "must be less than or equal to maxSurgePercent (20)",
-        ),
+        expect="spec.upgradeStrategy.type: Forbidden: not implemented by this operator yet "
+        "(KubeRay's RayServiceIncrementalUpgrade feature gate)",
     ),
     case(
         "serve-config-not-yaml",

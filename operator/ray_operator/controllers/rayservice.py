@@ -621,12 +621,6 @@ class RayServiceController:
             config = build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
-        strategy = rayservice.get("spec", {}).get("upgradeStrategy", {}).get("type")
-        if strategy == "NewClusterWithIncrementalUpgrade":
-            problems.append(
-                'spec.upgradeStrategy.type: Unsupported value: "NewClusterWithIncrementalUpgrade": '
-                'not implemented by this operator yet; use "NewCluster" or "None"'
-            )
         problem = "; ".join(problems) or None
         reading = SpecReading(
             digest=digest,
