@@ -1,0 +1,561 @@
+"""The RayService steps of `upgradeStrategy.type: NewClusterWithIncrementalUpgrade` (KubeRay's
+`RayServiceIncrementalUpgrade` gate): traffic moves from the active cluster to the pending one
+through a Gateway API HTTPRoute, a step at a time, while Serve's `target_capacity` on each
+cluster grows and shrinks to match (the pure state machine is `status/incremental_upgrade`).
+
+`RayServiceController.reconcile` hands over to `IncrementalUpgrade.reconcile` once the clusters
+are known; per reconcile, as KubeRay's controller:
+1. rollback: during an upgrade, a spec back at the active cluster's hash (or at a third one)
+   sets `RollbackInProgress`; back at the pending cluster's removes it;
+2. Serve: the config is PUT to the pending cluster (and to the active one outside an upgrade or
+   during a rollback) with `target_capacity` from the status;
+3. each cluster's own Serve Service `<cluster>-serve-svc`, the Gateway `<name>-gateway`, then
+   (once the Gateway and the route report ready) the capacity steps, PUT to each dashboard;
+4. the HTTPRoute `<name>-httproute` with the weights of this step;
+5. `<name>-head-svc` on the active cluster (the pending one when there is none yet, or once the
+   upgrade is complete);
+6. the status: weights read into `trafficRoutedPercent` (with `lastTrafficMigratedTime`),
+   capacities in `targetCapacity`, promotion once the active cluster has no capacity left and
+   the pending one all the traffic, a finished rollback dropping the pending cluster.
+
+No Gateway controller: nothing routes until one (Istio, Envoy Gateway, ...) programs the Gateway;
+the traffic does not move and Serve capacities stay put until it reports the Gateway and the
+route ready. Missing Gateway API CRDs are told by a Warning event on each attempt (aggregated),
+and the RayService keeps serving through its Services as before.
+
+The config last PUT to each cluster is kept in memory so that a capacity step re-sends that
+cluster's own config (the active cluster keeps its old applications); after a restart, the
+spec's config is used, as KubeRay does.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+from ray_operator import labels as names
+from ray_operator.builders import gateway as gw
+from ray_operator.builders import rayservice as build
+from ray_operator.builders.services import NoServePortError
+from ray_operator.dashboard.errors import DashboardError
+from ray_operator.runtime.controller import Result
+from ray_operator.runtime.errors import AlreadyExists, KubeError, NotFound
+from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
+from ray_operator.status import incremental_upgrade as machine
+from ray_operator.status import rayservice as rules
+from ray_operator.validation.incremental_upgrade import INCREMENTAL_UPGRADE
+
+if TYPE_CHECKING:
+    from ray_io.v1_views import RayCluster, RayService
+
+    from ray_operator.controllers.rayservice import RayServiceController, SpecReading
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+Object = Mapping[str, Any]
+
+GATEWAY: Final[Kind[JSON]] = Kind(gw.GATEWAY_API_GROUP, "v1", "gateways", "Gateway")
+HTTP_ROUTE: Final[Kind[JSON]] = Kind(gw.GATEWAY_API_GROUP, "v1", "httproutes", "HTTPRoute")
+ACTIVE, PENDING = "activeServiceStatus", "pendingServiceStatus"
+REQUEUE_SECONDS = 2.0
+MISSING_CRDS = (
+    "the Gateway API is not installed (no gateway.networking.k8s.io/v1 {kind} resource): "
+    "NewClusterWithIncrementalUpgrade needs its CRDs and a Gateway controller"
+)
+
+
+def applies(rayservice: Object) -> bool:
+    """Whether the RayService upgrades incrementally (admission checked its feature gate)."""
+    strategy = (rayservice.get("spec") or {}).get("upgradeStrategy") or {}
+    return strategy.get("type") == INCREMENTAL_UPGRADE
+
+
+def strip_worker_replicas(rayservice: Object, cluster: JSON) -> JSON:
+    """A pending cluster built during an upgrade starts without worker `replicas`: it grows
+    from `minReplicas` as its Serve capacity does (KubeRay's `constructRayClusterForRayService`)."""
+    active = ((rayservice.get("status") or {}).get(ACTIVE) or {}).get("rayClusterName")
+    if applies(rayservice) and active:
+        for group in cluster.get("spec", {}).get("workerGroupSpecs") or []:
+            group.pop("replicas", None)
+    return cluster
+
+
+def _time(moment: datetime.datetime) -> str:
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _side(status: Object, entry: str) -> machine.Side:
+    return machine.Side.of(status.get(entry))
+
+
+def _set_side(status: JSON, entry: str, side: machine.Side) -> None:
+    values = dict(status.get(entry) or {})
+    if side.target_capacity is not None:
+        values["targetCapacity"] = side.target_capacity
+    if side.traffic is not None:
+        values["trafficRoutedPercent"] = side.traffic
+    if side.last_migrated is not None:
+        values["lastTrafficMigratedTime"] = _time(side.last_migrated)
+    status[entry] = values
+
+
+class IncrementalUpgrade:
+    """The incremental-upgrade steps of one RayService controller (it owns the client, cache,
+    events and dashboards these steps use)."""
+
+    def __init__(self, controller: RayServiceController) -> None:
+        self._c = controller
+        # RayService key -> {cluster name -> the Serve config last PUT there}.
+        self._configs: dict[ObjectKey, dict[str, Mapping[str, Any]]] = {}
+
+    def forget(self, key: ObjectKey) -> None:
+        self._configs.pop(key, None)
+
+    def remember_config(
+        self, rayservice: RayService, cluster_name: str, config: Mapping[str, Any]
+    ) -> None:
+        self._configs.setdefault(ObjectKey.of(rayservice), {})[cluster_name] = config
+
+    def serve_config_for(
+        self, rayservice: RayService, status: Object, cluster_name: str, spec: SpecReading
+    ) -> SpecReading:
+        """The spec's Serve config with the cluster's `target_capacity` from the status."""
+        capacity = None
+        for entry in (ACTIVE, PENDING):
+            values = status.get(entry) or {}
+            if values.get("rayClusterName") == cluster_name:
+                capacity = values.get("targetCapacity")
+        if capacity is None:
+            return spec
+        return replace(spec, serve_config={**spec.serve_config, "target_capacity": capacity})
+
+    async def reconcile(
+        self,
+        rayservice: RayService,
+        stored: JSON,
+        status: JSON,
+        active: RayCluster | None,
+        pending: RayCluster | None,
+        spec: SpecReading,
+    ) -> Result:
+        c = self._c
+        now = c._now()
+        generation = int(rayservice["metadata"].get("generation") or 0)
+        options = machine.options_of(rayservice)
+        assert options is not None  # admission requires them
+        status = copy.deepcopy(status)
+        upgrading = active is not None and pending is not None and rules.upgrade_in_progress(status)
+        back = upgrading and machine.rolling_back(
+            goal_hash=spec.cluster_config_hash,
+            active_hash=_hash(active),
+            pending_hash=_hash(pending),
+        )
+        status["conditions"] = _rollback_condition(status, back, now=now, generation=generation)
+        if upgrading:
+            _default_capacities(status)
+
+        pending_ready, pending_apps, active_ready, active_apps = False, None, False, None
+        if pending is not None:
+            pending_ready, pending_apps, _ = await c.reconcile_serve(
+                rayservice,
+                pending,
+                self.serve_config_for(rayservice, status, pending["metadata"]["name"], spec),
+                put=not back,
+            )
+        if active is not None and (
+            pending is not None
+            or not rules.needs_new_cluster(
+                rayservice, goal_hash=spec.cluster_config_hash, active=active, pending=None
+            )
+        ):
+            active_ready, active_apps, _ = await c.reconcile_serve(
+                rayservice,
+                active,
+                self.serve_config_for(rayservice, status, active["metadata"]["name"], spec),
+                put=not upgrading or back,
+            )
+
+        for cluster in (active, pending):
+            if cluster is not None:
+                await self.ensure_cluster_serve_service(rayservice, cluster)
+        gateway = await self.ensure_gateway(rayservice)
+        route = None
+        if gateway is not None:
+            try:
+                route = await self._get(HTTP_ROUTE, rayservice, gw.httproute_name(rayservice))
+            except NotFound:
+                gateway = None
+                await self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
+        active_side, pending_side = _side(status, ACTIVE), _side(status, PENDING)
+        if upgrading and active is not None and pending is not None:
+            step = machine.plan(
+                active_side,
+                pending_side,
+                options,
+                routing_ready=gw.gateway_ready(gateway) and gw.httproute_ready(gateway, route),
+                pending_ready=pending_ready,
+                reachable=frozenset(
+                    role
+                    for role, cluster in (
+                        (machine.Role.ACTIVE, active),
+                        (machine.Role.PENDING, pending),
+                    )
+                    if _head_ready(cluster)
+                ),
+                rolling_back=back,
+                now=now,
+            )
+            for change in step.capacity_changes:
+                cluster = active if change.role is machine.Role.ACTIVE else pending
+                if not await self.set_target_capacity(rayservice, cluster, change.goal, spec):
+                    break
+                active_side, pending_side = machine.with_capacity(active_side, pending_side, change)
+            weights = machine.weights(
+                active_side,
+                pending_side,
+                options,
+                pending_ready=pending_ready,
+                rolling_back=back,
+                now=now,
+            )
+        else:
+            weights = (
+                machine.FULL if active_side.traffic is None else active_side.traffic,
+                0 if pending_side.traffic is None else pending_side.traffic,
+            )
+        if gateway is not None and active is not None:
+            backends = [gw.Backend(active, weights[0])]
+            if pending is not None:
+                backends.append(gw.Backend(pending, weights[1]))
+            if await self.ensure_httproute(
+                rayservice, gw.build_httproute(rayservice, backends), route
+            ):
+                active_side = machine.observed_traffic(active_side, weights[0], now=now)
+                if pending is not None:
+                    pending_side = machine.observed_traffic(pending_side, weights[1], now=now)
+        _set_side(status, ACTIVE, active_side)
+        if pending is not None:
+            _set_side(status, PENDING, pending_side)
+
+        complete = upgrading and not back and machine.upgrade_complete(active_side, pending_side)
+        head_target = _head_target(
+            active,
+            pending,
+            upgrading=upgrading,
+            complete=complete,
+            pending_ready=pending_ready,
+            active_ready=active_ready,
+        )
+        points_to = self._head_points_to(rayservice)
+        if head_target is not None:
+            await c._ensure_service(
+                rayservice, build.build_head_service_for_service(rayservice, head_target)
+            )
+            points_to = head_target["metadata"]["name"]
+        if upgrading and not complete:
+            points_to = active["metadata"]["name"] if active is not None else None
+
+        new_pending_name = None
+        if not back and rules.needs_new_cluster(
+            rayservice,
+            goal_hash=spec.cluster_config_hash,
+            active=active,
+            pending=pending,
+            pending_serving=pending is not None and points_to == pending["metadata"]["name"],
+        ):
+            new_pending_name = f"{rayservice['metadata']['name']}-{c._suffix()}"
+            logger.info("preparing a new RayCluster %s", new_pending_name)
+        namespace = rayservice["metadata"]["namespace"]
+        pods = c._store.list(POD, namespace=namespace)
+        endpoints = sum(
+            rules.count_serve_endpoints(pods, cluster=cluster["metadata"]["name"])
+            for cluster in (active, pending)
+            if cluster is not None
+        )
+        observed = rules.Observed(
+            generation=generation,
+            active=active,
+            pending=pending,
+            active_apps=active_apps,
+            pending_apps=pending_apps,
+            services_point_to=points_to,
+            serve_endpoints=endpoints,
+            new_pending_name=new_pending_name,
+            initializing_timeout=rules.initializing_timeout(rayservice),
+        )
+        new = rules.compute_status(status, observed, now=now)
+        if new_pending_name is not None:
+            has_active = bool((new.get(ACTIVE) or {}).get("rayClusterName"))
+            new[PENDING]["targetCapacity"] = machine.initial_pending_capacity(
+                "active" if has_active else ""
+            )
+        if back and machine.rollback_complete(
+            _side(new, ACTIVE),
+            _side(new, PENDING),
+            pending_healthy=pending is not None and _head_ready(pending),
+        ):
+            logger.info("%s: rollback complete", ObjectKey.of(rayservice))
+            new[PENDING] = {}
+            new["conditions"] = _after_rollback(new, now=now, generation=generation)
+        await c.report_initializing_timeout(rayservice, stored, new)
+        await c.write_status(rayservice, stored, new)
+        return Result(requeue_after=REQUEUE_SECONDS)
+
+    # --- objects -------------------------------------------------------------------------------
+
+    async def ensure_cluster_serve_service(
+        self, rayservice: RayService, cluster: RayCluster
+    ) -> None:
+        """`<cluster>-serve-svc`, created once (KubeRay's `reconcilePerClusterServeService`)."""
+        namespace = rayservice["metadata"]["namespace"]
+        try:
+            service = gw.build_cluster_serve_service(rayservice, cluster)
+        except NoServePortError as error:
+            await self._c._events.record(
+                rayservice, reason="InvalidServeService", message=str(error), type="Warning"
+            )
+            return
+        if self._c._store.get(SERVICE, namespace, service["metadata"]["name"]) is not None:
+            return
+        try:
+            await self._c._client.create(SERVICE, service, namespace=namespace)
+        except AlreadyExists:
+            return
+        logger.info("created the Serve Service %s", service["metadata"]["name"])
+
+    async def ensure_gateway(self, rayservice: RayService) -> JSON | None:
+        """The RayService's Gateway as stored (created or updated to the wanted one); None when
+        it cannot be had (the Gateway API is missing, or the request failed: told by an Event)."""
+        desired = gw.build_gateway(rayservice)
+        name = desired["metadata"]["name"]
+        namespace = rayservice["metadata"]["namespace"]
+        events = self._c._events
+        try:
+            existing = await self._get(GATEWAY, rayservice, name)
+            if existing is None:
+                created = await self._c._client.create(GATEWAY, desired, namespace=namespace)
+                await events.record(
+                    rayservice,
+                    reason="CreatedGateway",
+                    message=f"Created Gateway for RayService {namespace}/{name}",
+                )
+                return created
+            if not gw.gateway_differs(existing, desired):
+                return existing
+            updated = await self._c._client.patch(
+                GATEWAY, name, {"spec": desired["spec"]}, namespace=namespace
+            )
+            await events.record(
+                rayservice,
+                reason="UpdatedGateway",
+                message=f"Updated the Gateway {namespace}/{name}",
+            )
+            return updated
+        except NotFound:
+            await self._missing(rayservice, "Gateway", reason="FailedToCreateGateway")
+        except KubeError as error:
+            await events.record(
+                rayservice,
+                reason="FailedToCreateGateway",
+                message=f"Failed to create or update the Gateway {namespace}/{name}: {error}",
+                type="Warning",
+            )
+        return None
+
+    async def ensure_httproute(
+        self, rayservice: RayService, desired: JSON, existing: JSON | None
+    ) -> bool:
+        """Create or update the route; whether it now has the wanted weights."""
+        name = desired["metadata"]["name"]
+        namespace = rayservice["metadata"]["namespace"]
+        events, client = self._c._events, self._c._client
+        try:
+            if existing is None:
+                await client.create(HTTP_ROUTE, desired, namespace=namespace)
+                await events.record(
+                    rayservice,
+                    reason="CreatedHTTPRoute",
+                    message=f"Created HTTPRoute for RayService {namespace}/{name}",
+                )
+            elif gw.httproute_differs(existing, desired):
+                await client.patch(HTTP_ROUTE, name, {"spec": desired["spec"]}, namespace=namespace)
+                await events.record(
+                    rayservice,
+                    reason="UpdatedHTTPRoute",
+                    message=f"Updated the HTTPRoute {namespace}/{name}",
+                )
+        except NotFound:
+            await self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
+            return False
+        except KubeError as error:
+            await events.record(
+                rayservice,
+                reason="FailedToUpdateHTTPRoute",
+                message=f"Failed to create or update the HTTPRoute {namespace}/{name}: {error}",
+                type="Warning",
+            )
+            return False
+        return True
+
+    async def set_target_capacity(
+        self, rayservice: RayService, cluster: RayCluster | None, goal: int, spec: SpecReading
+    ) -> bool:
+        """PUT the cluster's own Serve config with `target_capacity: goal`; whether it took."""
+        if cluster is None:
+            return False
+        name = cluster["metadata"]["name"]
+        namespace = cluster["metadata"]["namespace"]
+        known = self._configs.get(ObjectKey.of(rayservice), {}).get(name)
+        body = {**(known if known is not None else spec.serve_config), "target_capacity": goal}
+        try:
+            async with self._c._dashboards.open(cluster) as ray:
+                await ray.deploy_serve_applications(body)
+        except DashboardError as error:
+            await self._c._events.record(
+                rayservice,
+                reason="FailedToUpdateTargetCapacity",
+                message=f"Failed to update target_capacity of serve applications to the "
+                f"RayCluster {namespace}/{name}: {error}",
+                type="Warning",
+            )
+            return False
+        self.remember_config(rayservice, name, body)
+        logger.info("set target_capacity %d on RayCluster %s", goal, name)
+        await self._c._events.record(
+            rayservice,
+            reason="UpdatedServeTargetCapacity",
+            message=f"Updated target_capacity of serve applications to {goal} on the RayCluster "
+            f"{namespace}/{name}",
+        )
+        return True
+
+    async def delete_routing(self, rayservice: RayService) -> bool:
+        """Delete the Gateway and the HTTPRoute (suspend, deletion) of an incrementally upgraded
+        RayService; True when none is left."""
+        if not applies(rayservice):
+            return True
+        left = False
+        for kind, name in (
+            (HTTP_ROUTE, gw.httproute_name(rayservice)),
+            (GATEWAY, gw.gateway_name(rayservice)),
+        ):
+            try:
+                existing = await self._get(kind, rayservice, name)
+            except NotFound:
+                continue  # the Gateway API is not installed: nothing to delete
+            if existing is None:
+                continue
+            left = True
+            if not existing["metadata"].get("deletionTimestamp"):
+                await self._c._client.delete_seen(kind, existing)
+                namespace = rayservice["metadata"]["namespace"]
+                await self._c._events.record(
+                    rayservice,
+                    reason=f"Deleted{kind.kind}",
+                    message=f"Deleted the {kind.kind} {namespace}/{name}",
+                )
+        return not left
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    async def _get(self, kind: Kind[JSON], rayservice: RayService, name: str) -> JSON | None:
+        """The object, None when absent; NotFound raised when the kind itself is not served
+        (a missing object's 404 names it, a missing resource type's does not)."""
+        namespace = rayservice["metadata"]["namespace"]
+        try:
+            return await self._c._client.get(kind, name, namespace=namespace)
+        except NotFound as error:
+            if f'"{name}"' not in str(error):
+                raise
+            return None
+
+    async def _missing(self, rayservice: RayService, kind: str, *, reason: str) -> None:
+        message = MISSING_CRDS.format(kind=kind)
+        logger.warning("%s: %s", ObjectKey.of(rayservice), message)
+        await self._c._events.record(rayservice, reason=reason, message=message, type="Warning")
+
+    def _head_points_to(self, rayservice: RayService) -> str | None:
+        namespace, name = rayservice["metadata"]["namespace"], rayservice["metadata"]["name"]
+        head = self._c._store.get(SERVICE, namespace, f"{name}-{names.HEAD_SERVICE_SUFFIX}")
+        return rules.serving_cluster_of(head)
+
+
+def _hash(cluster: RayCluster | None) -> str:
+    annotations = ((cluster or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(build.CLUSTER_HASH_ANNOTATION) or "")
+
+
+def _head_ready(cluster: RayCluster) -> bool:
+    return any(
+        c.get("type") == "HeadPodReady" and c.get("status") == "True"
+        for c in (cluster.get("status") or {}).get("conditions") or ()
+    )
+
+
+def _default_capacities(status: JSON) -> None:
+    """KubeRay's defaults once an upgrade runs: 100 on the active cluster, 0 on the pending."""
+    status[ACTIVE] = {"targetCapacity": machine.FULL, **(status.get(ACTIVE) or {})}
+    status[PENDING] = {"targetCapacity": 0, **(status.get(PENDING) or {})}
+
+
+def _head_target(
+    active: RayCluster | None,
+    pending: RayCluster | None,
+    *,
+    upgrading: bool,
+    complete: bool,
+    pending_ready: bool,
+    active_ready: bool,
+) -> RayCluster | None:
+    """The cluster `<name>-head-svc` selects: the active one during an upgrade (the pending one
+    once complete); otherwise the ready one, the pending first (a first cluster)."""
+    if upgrading:
+        return pending if complete else active
+    if pending_ready and pending is not None:
+        return pending
+    return active if active_ready else None
+
+
+def _rollback_condition(
+    status: Object, back: bool, *, now: datetime.datetime, generation: int
+) -> list[JSON]:
+    conditions = [dict(c) for c in status.get("conditions") or ()]
+    rolling = any(
+        c.get("type") == rules.ROLLBACK_IN_PROGRESS and c.get("status") == "True"
+        for c in conditions
+    )
+    if back and not rolling:
+        return rules.set_condition(
+            conditions,
+            rules.ROLLBACK_IN_PROGRESS,
+            status="True",
+            reason="DesiredClusterSpecChanged",
+            message="Goal state changed during the upgrade, rolling back to the original cluster.",
+            now=now,
+            generation=generation,
+        )
+    if not back and rolling:
+        return [c for c in conditions if c.get("type") != rules.ROLLBACK_IN_PROGRESS]
+    return conditions
+
+
+def _after_rollback(status: Object, *, now: datetime.datetime, generation: int) -> list[JSON]:
+    conditions = [
+        dict(c)
+        for c in status.get("conditions") or ()
+        if c.get("type") != rules.ROLLBACK_IN_PROGRESS
+    ]
+    return rules.set_condition(
+        conditions,
+        rules.UPGRADE_IN_PROGRESS,
+        status="False",
+        reason=rules.NO_PENDING_CLUSTER,
+        message="Rollback complete, active Ray cluster exists and no pending Ray cluster",
+        now=now,
+        generation=generation,
+    )
