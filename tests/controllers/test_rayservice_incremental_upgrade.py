@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import yaml
 from ray_operator.app import Operator
 from ray_operator.controllers.incremental_upgrade import GATEWAY, HTTP_ROUTE
 from ray_operator.controllers.raycluster import RayClusterController
@@ -274,6 +275,8 @@ async def test_an_upgrade_moves_capacity_and_traffic_step_by_step_then_promotes(
         f"0 on the RayCluster {ns}/{old}",
     }
     assert (await dashboard.serve_details()).target_capacity == 0
+    # The run's head is shared: leave it at full capacity for the tests that follow.
+    await dashboard.deploy_serve_applications(yaml.safe_load(serve_config(ray_head)))
 
 
 async def _cluster(harness: Harness, name: str) -> dict[str, Any] | None:

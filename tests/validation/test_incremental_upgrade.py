@@ -59,10 +59,14 @@ def test_valid_options_are_accepted_with_the_gate_on() -> None:
     assert messages(RAYSERVICE) == []
 
 
+def test_the_gate_is_on_by_default_as_in_kuberay() -> None:
+    assert validate_rayservice(RAYSERVICE) == []
+
+
 def test_the_type_is_refused_by_its_gate_while_the_gate_is_off() -> None:
     assert messages(RAYSERVICE, GATE_OFF) == [
-        "spec.upgradeStrategy.type: Forbidden: not implemented by this operator yet "
-        "(KubeRay's RayServiceIncrementalUpgrade feature gate)"
+        "spec.upgradeStrategy.type: Forbidden: the RayServiceIncrementalUpgrade feature gate is "
+        "off in this operator (--feature-gates=RayServiceIncrementalUpgrade=true turns it on)"
     ]
 
 

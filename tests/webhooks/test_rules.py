@@ -439,7 +439,7 @@ RAYSERVICE_CASES = [
         '"NewClusterWithIncrementalUpgrade", "NewCluster", "None"',
     ),
     case(
-        "incremental-upgrade-behind-its-gate",
+        "incremental-upgrade-without-autoscaler",
         SERVICE,
         put(
             "spec.upgradeStrategy",
@@ -453,8 +453,12 @@ RAYSERVICE_CASES = [
                 },
             },
         ),
-        expect="spec.upgradeStrategy.type: Forbidden: not implemented by this operator yet "
-        "(KubeRay's RayServiceIncrementalUpgrade feature gate)",
+        expect=(
+            "spec.upgradeStrategy.type: Forbidden: NewClusterWithIncrementalUpgrade requires "
+            "rayClusterConfig.enableInTreeAutoscaling: true",
+            "spec.upgradeStrategy.clusterUpgradeOptions.stepSizePercent: Invalid value: 50: "
+            "must be less than or equal to maxSurgePercent (20)",
+        ),
     ),
     case(
         "serve-config-not-yaml",

@@ -112,9 +112,12 @@ class IncrementalUpgrade:
         self._c = controller
         # RayService key -> {cluster name -> the Serve config last PUT there}.
         self._configs: dict[ObjectKey, dict[str, Mapping[str, Any]]] = {}
+        # RayServices told in the log that the Gateway API is missing (the Event aggregates).
+        self._told_missing: set[ObjectKey] = set()
 
     def forget(self, key: ObjectKey) -> None:
         self._configs.pop(key, None)
+        self._told_missing.discard(key)
 
     def remember_config(
         self, rayservice: RayService, cluster_name: str, config: Mapping[str, Any]
@@ -476,7 +479,10 @@ class IncrementalUpgrade:
 
     async def _missing(self, rayservice: RayService, kind: str, *, reason: str) -> None:
         message = MISSING_CRDS.format(kind=kind)
-        logger.warning("%s: %s", ObjectKey.of(rayservice), message)
+        key = ObjectKey.of(rayservice)
+        level = logging.DEBUG if key in self._told_missing else logging.WARNING
+        self._told_missing.add(key)
+        logger.log(level, "%s: %s", key, message)
         await self._c._events.record(rayservice, reason=reason, message=message, type="Warning")
 
     def _head_points_to(self, rayservice: RayService) -> str | None:
