@@ -279,6 +279,34 @@ async def test_an_upgrade_moves_capacity_and_traffic_step_by_step_then_promotes(
     await dashboard.deploy_serve_applications(yaml.safe_load(serve_config(ray_head)))
 
 
+async def test_suspending_deletes_the_gateway_and_the_route(
+    harness: Harness, incremental_operator: Operator, ray_head: RayHead
+) -> None:
+    manifest = incremental_rayservice(ray_head)
+    await harness.apply(manifest)
+    await wait_active(harness, "fruit")
+    await harness.eventually(
+        lambda: _exists(harness, "httproute/fruit-httproute"), what="the route"
+    )
+    await harness.kubectl(
+        "patch", "rayservice", "fruit", "--type=merge", "-p", '{"spec":{"suspend":true}}'
+    )
+
+    async def routing_gone() -> bool:
+        return not await _exists(harness, "gateway/fruit-gateway") and not await _exists(
+            harness, "httproute/fruit-httproute"
+        )
+
+    await harness.eventually(routing_gone, what="the Gateway and the route deleted")
+    reasons = (await harness.kubectl("get", "events", "-o", "jsonpath={.items[*].reason}")).split()
+    assert {"DeletedGateway", "DeletedHTTPRoute"} <= set(reasons)
+
+
+async def _exists(harness: Harness, what: str) -> bool:
+    out = await harness.kubectl("get", what, "--ignore-not-found", "-o", "name")
+    return bool(out.strip())
+
+
 async def _cluster(harness: Harness, name: str) -> dict[str, Any] | None:
     listed = await harness.get_json("rayclusters")
     return next((c for c in listed["items"] if c["metadata"]["name"] == name), None)

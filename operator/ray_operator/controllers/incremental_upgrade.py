@@ -43,7 +43,7 @@ from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.dashboard.errors import DashboardError
 from ray_operator.runtime.controller import Result
-from ray_operator.runtime.errors import AlreadyExists, KubeError, NotFound
+from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
 from ray_operator.status import incremental_upgrade as machine
 from ray_operator.status import rayservice as rules
@@ -451,6 +451,15 @@ class IncrementalUpgrade:
                 existing = await self._get(kind, rayservice, name)
             except NotFound:
                 continue  # the Gateway API is not installed: nothing to delete
+            except Forbidden:
+                # An operator without the Gateway API rule (the gate turned off and the rule
+                # dropped): the objects are owned, the garbage collector removes them.
+                logger.info(
+                    "%s: may not read its %s; left to the garbage collector",
+                    ObjectKey.of(rayservice),
+                    kind.kind,
+                )
+                continue
             if existing is None:
                 continue
             left = True
