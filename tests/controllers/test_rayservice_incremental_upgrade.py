@@ -15,33 +15,32 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from ray_operator.app import Operator
 from ray_operator.controllers.incremental_upgrade import GATEWAY, HTTP_ROUTE
-from ray_operator.controllers.raycluster import RayClusterController
-from ray_operator.controllers.rayservice import rayservice_controller
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.dashboard.resolver import StaticResolver
-from ray_operator.features import RAY_SERVICE_INCREMENTAL_UPGRADE, FeatureGates
 from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.client import load_api_client
-from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT, Kubectl, running_control_plane
-from tests.controllers.conftest import Harness, operator_settings
-from tests.controllers.ray_fixtures import auth_secret, dashboard, head_only_cluster_spec, ray_head
+from tests.controllers.conftest import Harness
+from tests.controllers.ray_fixtures import (
+    StartOperator,
+    auth_secret,
+    dashboard,
+    head_only_cluster_spec,
+    ray_head,
+    start_operator,
+)
 from tests.controllers.test_rayservice import serve_config, status_of, wait_ready
 from tests.ray_head import RayHead
 
-__all__ = ["auth_secret", "dashboard", "ray_head"]  # fixtures, used by name
+__all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures, used by name
 
 GATEWAY_API_CRDS = REPO_ROOT / "tests" / "fixtures" / "gateway-api"
-GATES_ON = FeatureGates({RAY_SERVICE_INCREMENTAL_UPGRADE: True})
 
 
 @pytest.fixture(scope="module")
@@ -62,31 +61,10 @@ def control_plane() -> Iterator[LocalControlPlane]:
 
 
 @pytest.fixture
-async def incremental_operator(
-    control_plane: LocalControlPlane, namespace: str, ray_head: RayHead, auth_secret: str
-) -> AsyncIterator[Operator]:
-    """The operator with the RayServiceIncrementalUpgrade gate on, every cluster of the
-    namespace mapped to the real head."""
-    resolver = StaticResolver(
-        {f"{namespace}/*": ray_head.dashboard_url},
-        serve_proxies={f"{namespace}/*": ray_head.serve_url},
-    )
-    limits = ClusterLimits(feature_gates=GATES_ON)
-    api = await load_api_client(control_plane.kubeconfig)
-    settings = operator_settings(control_plane.kubeconfig, namespace)
-    replica = Operator(
-        dataclasses.replace(settings, feature_gates=GATES_ON),
-        api=api,
-        controllers=[RayClusterController, rayservice_controller(resolver=resolver, limits=limits)],
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="incremental-operator")
-    try:
-        yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
-        await api.close()
+async def incremental_operator(start_operator: StartOperator) -> Operator:
+    """The operator with its default gates (RayServiceIncrementalUpgrade on, as in KubeRay),
+    every cluster of the namespace mapped to the real head."""
+    return await start_operator()
 
 
 def incremental_rayservice(head: RayHead, name: str = "fruit") -> dict[str, Any]:

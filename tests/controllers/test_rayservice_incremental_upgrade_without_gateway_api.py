@@ -4,50 +4,26 @@ does not fail (no retry storm), and the RayService still gets its cluster."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-from collections.abc import AsyncIterator
-
 import pytest
 from ray_operator.app import Operator
-from ray_operator.controllers.raycluster import RayClusterController
-from ray_operator.controllers.rayservice import rayservice_controller
-from ray_operator.dashboard.resolver import StaticResolver
-from ray_operator.features import RAY_SERVICE_INCREMENTAL_UPGRADE, FeatureGates
-from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.client import load_api_client
-from ray_operator.validation.limits import ClusterLimits
 
-from tests.controllers.conftest import Harness, operator_settings, reconcile_errors
-from tests.controllers.ray_fixtures import head_only_cluster_spec
+from tests.controllers.conftest import Harness, reconcile_errors
+from tests.controllers.ray_fixtures import (
+    StartOperator,
+    auth_secret,
+    head_only_cluster_spec,
+    ray_head,
+    start_operator,
+)
 
-GATES_ON = FeatureGates({RAY_SERVICE_INCREMENTAL_UPGRADE: True})
+__all__ = ["auth_secret", "ray_head", "start_operator"]  # fixtures, used by name
 
 
 @pytest.fixture
-async def operator_with_gate(
-    control_plane: LocalControlPlane, namespace: str, harness: Harness
-) -> AsyncIterator[Operator]:
-    """The gate on; dashboards mapped to a closed loopback port (no Ray is needed here)."""
-    resolver = StaticResolver({f"{namespace}/*": "http://127.0.0.1:9"})
-    api = await load_api_client(control_plane.kubeconfig)
-    settings = operator_settings(control_plane.kubeconfig, namespace)
-    replica = Operator(
-        dataclasses.replace(settings, feature_gates=GATES_ON),
-        api=api,
-        controllers=[
-            RayClusterController,
-            rayservice_controller(resolver=resolver, limits=ClusterLimits(feature_gates=GATES_ON)),
-        ],
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="operator-without-gateway-api")
-    try:
-        yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
-        await api.close()
+async def operator_with_gate(start_operator: StartOperator, namespace: str) -> Operator:
+    """The operator with its default gates (RayServiceIncrementalUpgrade on); the dashboards of
+    this namespace's clusters mapped to a closed loopback port (no Ray is needed here)."""
+    return await start_operator(dashboards={f"{namespace}/*": "http://127.0.0.1:9"})
 
 
 async def test_missing_gateway_api_crds_are_reported_without_failing_the_reconcile(
