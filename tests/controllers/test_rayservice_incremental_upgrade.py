@@ -257,6 +257,69 @@ async def test_an_upgrade_moves_capacity_and_traffic_step_by_step_then_promotes(
     await dashboard.deploy_serve_applications(yaml.safe_load(serve_config(ray_head)))
 
 
+async def test_a_spec_changed_back_mid_upgrade_returns_the_traffic_and_drops_the_new_cluster(
+    harness: Harness, incremental_operator: Operator, ray_head: RayHead
+) -> None:
+    manifest = incremental_rayservice(ray_head)
+    options = manifest["spec"]["upgradeStrategy"]["clusterUpgradeOptions"]
+    options.update(maxSurgePercent=25, stepSizePercent=25, intervalSeconds=4)
+    await harness.apply(manifest)
+    old = (await wait_active(harness, "fruit"))["activeServiceStatus"]["rayClusterName"]
+    changed = copy.deepcopy(manifest)
+    changed["spec"]["rayClusterConfig"]["headGroupSpec"]["rayStartParams"]["num-cpus"] = "0"
+    await harness.apply(changed)
+    await harness.eventually(
+        lambda: _exists(harness, "httproute/fruit-httproute"), what="the route"
+    )
+
+    async def both_routed() -> bool:
+        route = await harness.get_json("httproute/fruit-httproute")
+        return len(backends(route)) == 2
+
+    await harness.eventually(both_routed, what="the new cluster in the route")
+    await play_gateway_controller(harness, "fruit")
+
+    async def some_traffic_moved() -> dict[str, Any] | None:
+        status = await status_of(harness, "fruit")
+        moved = status.get("pendingServiceStatus", {}).get("trafficRoutedPercent") or 0
+        return status if moved > 0 else None
+
+    status = await harness.eventually(some_traffic_moved, within=60, what="traffic moving")
+    new = status["pendingServiceStatus"]["rayClusterName"]
+    # Back to the old cluster's spec.
+    back = '{"spec":{"rayClusterConfig":{"headGroupSpec":{"rayStartParams":{"num-cpus":null}}}}}'
+    await harness.kubectl("patch", "rayservice", "fruit", "--type=merge", "-p", back)
+
+    async def rolling_back() -> bool:
+        status = await status_of(harness, "fruit")
+        return any(
+            c["type"] == "RollbackInProgress" and c["status"] == "True"
+            for c in status.get("conditions") or []
+        )
+
+    await harness.eventually(rolling_back, what="RollbackInProgress")
+
+    async def rolled_back() -> dict[str, Any] | None:
+        status = await status_of(harness, "fruit")
+        done = not status.get("pendingServiceStatus", {}).get("rayClusterName")
+        return status if done else None
+
+    status = await harness.eventually(rolled_back, within=90, what="the rollback complete")
+    assert status["activeServiceStatus"]["rayClusterName"] == old
+    assert status["activeServiceStatus"]["targetCapacity"] == 100
+    assert status["activeServiceStatus"]["trafficRoutedPercent"] == 100
+    assert not any(c["type"] == "RollbackInProgress" for c in status["conditions"])
+    upgrading = next(c for c in status["conditions"] if c["type"] == "UpgradeInProgress")
+    assert upgrading["status"] == "False"
+
+    async def new_cluster_gone() -> bool:
+        return await _cluster(harness, new) is None
+
+    await harness.eventually(new_cluster_gone, what="the new cluster deleted")
+    route = await harness.get_json("httproute/fruit-httproute")
+    assert backends(route) == {f"{old}-serve-svc": 100}
+
+
 async def test_suspending_deletes_the_gateway_and_the_route(
     harness: Harness, incremental_operator: Operator, ray_head: RayHead
 ) -> None:
