@@ -34,7 +34,7 @@ import copy
 import datetime
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
@@ -42,6 +42,7 @@ from ray_operator.builders import gateway as gw
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.dashboard.errors import DashboardError
+from ray_operator.dashboard.models import ServeApplicationStatus
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
@@ -146,8 +147,30 @@ class IncrementalUpgrade:
         pending: RayCluster | None,
         spec: SpecReading,
     ) -> Result:
-        c = self._c
-        now = c._now()
+        """One pass of the incremental upgrade, after the clusters are known (see the module)."""
+        run = self.begin(rayservice, status, active, pending, spec)
+        serving = await self.reconcile_serve(run)
+        gateway, route = await self.ensure_routing_objects(run)
+        weights = await self.shift_capacity(run, serving, ready=_routing_ready(gateway, route))
+        if gateway is not None:
+            await self.route_traffic(run, route, weights)
+        points_to = await self.point_head_service(run, serving)
+        new = self.next_status(run, serving, points_to=points_to)
+        await self._c.report_initializing_timeout(rayservice, stored, new)
+        await self._c.write_status(rayservice, stored, new)
+        return Result(requeue_after=REQUEUE_SECONDS)
+
+    def begin(
+        self,
+        rayservice: RayService,
+        status: JSON,
+        active: RayCluster | None,
+        pending: RayCluster | None,
+        spec: SpecReading,
+    ) -> _Pass:
+        """This pass's facts: whether an upgrade runs, whether it rolls back (the condition set
+        or removed), KubeRay's default capacities during an upgrade."""
+        now = self._c._now()
         generation = int(rayservice["metadata"].get("generation") or 0)
         options = machine.options_of(rayservice)
         assert options is not None  # admission requires them
@@ -161,153 +184,184 @@ class IncrementalUpgrade:
         status["conditions"] = _rollback_condition(status, back, now=now, generation=generation)
         if upgrading:
             _default_capacities(status)
+        return _Pass(
+            rayservice, status, active, pending, spec, options, now, generation, upgrading, back
+        )
 
-        pending_ready, pending_apps, active_ready, active_apps = False, None, False, None
-        if pending is not None:
-            pending_ready, pending_apps, _ = await c.reconcile_serve(
-                rayservice,
-                pending,
-                self.serve_config_for(rayservice, status, pending["metadata"]["name"], spec),
-                put=not back,
+    async def reconcile_serve(self, run: _Pass) -> _Serving:
+        """Serve on the pending cluster (not PUT while rolling back) and on the active one (PUT
+        only outside an upgrade or while rolling back), each with its target_capacity."""
+        serving = _Serving()
+        rayservice, status, spec = run.rayservice, run.status, run.spec
+        if run.pending is not None:
+            config = self.serve_config_for(rayservice, status, _name(run.pending), spec)
+            ready, apps, _ = await self._c.reconcile_serve(
+                rayservice, run.pending, config, put=not run.back
             )
-        if active is not None and (
-            pending is not None
+            serving = replace(serving, pending_ready=ready, pending_apps=apps)
+        if run.active is not None and (
+            run.pending is not None
             or not rules.needs_new_cluster(
-                rayservice, goal_hash=spec.cluster_config_hash, active=active, pending=None
+                rayservice, goal_hash=spec.cluster_config_hash, active=run.active, pending=None
             )
         ):
-            active_ready, active_apps, _ = await c.reconcile_serve(
-                rayservice,
-                active,
-                self.serve_config_for(rayservice, status, active["metadata"]["name"], spec),
-                put=not upgrading or back,
+            config = self.serve_config_for(rayservice, status, _name(run.active), spec)
+            ready, apps, _ = await self._c.reconcile_serve(
+                rayservice, run.active, config, put=not run.upgrading or run.back
             )
+            serving = replace(serving, active_ready=ready, active_apps=apps)
+        return serving
 
-        for cluster in (active, pending):
+    async def ensure_routing_objects(self, run: _Pass) -> tuple[JSON | None, JSON | None]:
+        """Each cluster's Serve Service, the Gateway, and the route as stored (None for what the
+        Gateway API does not have: the Gateway None when the API is missing)."""
+        for cluster in (run.active, run.pending):
             if cluster is not None:
-                await self.ensure_cluster_serve_service(rayservice, cluster)
-        gateway = await self.ensure_gateway(rayservice)
-        route = None
-        if gateway is not None:
-            try:
-                route = await self._get(HTTP_ROUTE, rayservice, gw.httproute_name(rayservice))
-            except NotFound:
-                gateway = None
-                await self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
-        active_side, pending_side = _side(status, ACTIVE), _side(status, PENDING)
-        if upgrading and active is not None and pending is not None:
-            step = machine.plan(
-                active_side,
-                pending_side,
-                options,
-                routing_ready=gw.gateway_ready(gateway) and gw.httproute_ready(gateway, route),
-                pending_ready=pending_ready,
-                reachable=frozenset(
-                    role
-                    for role, cluster in (
-                        (machine.Role.ACTIVE, active),
-                        (machine.Role.PENDING, pending),
-                    )
-                    if _head_ready(cluster)
-                ),
-                rolling_back=back,
-                now=now,
-            )
-            for change in step.capacity_changes:
-                cluster = active if change.role is machine.Role.ACTIVE else pending
-                if not await self.set_target_capacity(rayservice, cluster, change.goal, spec):
-                    break
-                active_side, pending_side = machine.with_capacity(active_side, pending_side, change)
-            weights = machine.weights(
-                active_side,
-                pending_side,
-                options,
-                pending_ready=pending_ready,
-                rolling_back=back,
-                now=now,
-            )
-        else:
-            weights = (
-                machine.FULL if active_side.traffic is None else active_side.traffic,
-                0 if pending_side.traffic is None else pending_side.traffic,
-            )
-        if gateway is not None and active is not None:
-            backends = [gw.Backend(active, weights[0])]
-            if pending is not None:
-                backends.append(gw.Backend(pending, weights[1]))
-            if await self.ensure_httproute(
-                rayservice, gw.build_httproute(rayservice, backends), route
-            ):
-                active_side = machine.observed_traffic(active_side, weights[0], now=now)
-                if pending is not None:
-                    pending_side = machine.observed_traffic(pending_side, weights[1], now=now)
-        _set_side(status, ACTIVE, active_side)
-        if pending is not None:
-            _set_side(status, PENDING, pending_side)
+                await self.ensure_cluster_serve_service(run.rayservice, cluster)
+        gateway = await self.ensure_gateway(run.rayservice)
+        if gateway is None:
+            return None, None
+        try:
+            name = gw.httproute_name(run.rayservice)
+            return gateway, await self._get(HTTP_ROUTE, run.rayservice, name)
+        except NotFound:
+            await self._missing(run.rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
+            return None, None
 
-        complete = upgrading and not back and machine.upgrade_complete(active_side, pending_side)
-        head_target = _head_target(
-            active,
-            pending,
-            upgrading=upgrading,
+    async def shift_capacity(
+        self, run: _Pass, serving: _Serving, *, ready: bool
+    ) -> tuple[int, int]:
+        """During an upgrade, PUT this step's capacities (once the Gateway and route are ready);
+        the route's weights for the active and pending cluster now."""
+        if not run.upgrading or run.active is None or run.pending is None:
+            return run.active_side.traffic_or(machine.FULL), run.pending_side.traffic_or(0)
+        reachable = frozenset(
+            role
+            for role, cluster in (
+                (machine.Role.ACTIVE, run.active),
+                (machine.Role.PENDING, run.pending),
+            )
+            if _head_ready(cluster)
+        )
+        step = machine.plan(
+            run.active_side,
+            run.pending_side,
+            run.options,
+            routing_ready=ready,
+            pending_ready=serving.pending_ready,
+            reachable=reachable,
+            rolling_back=run.back,
+            now=run.now,
+        )
+        for change in step.capacity_changes:
+            cluster = run.active if change.role is machine.Role.ACTIVE else run.pending
+            if not await self.set_target_capacity(run.rayservice, cluster, change.goal, run.spec):
+                break
+            run.active_side, run.pending_side = machine.with_capacity(
+                run.active_side, run.pending_side, change
+            )
+        return machine.weights(
+            run.active_side,
+            run.pending_side,
+            run.options,
+            pending_ready=serving.pending_ready,
+            rolling_back=run.back,
+            now=run.now,
+        )
+
+    async def route_traffic(self, run: _Pass, route: JSON | None, weights: tuple[int, int]) -> None:
+        """Write the route (once there is an active cluster); the weights it now has become the
+        clusters' `trafficRoutedPercent`."""
+        if run.active is None:
+            return
+        backends = [gw.Backend(run.active, weights[0])]
+        if run.pending is not None:
+            backends.append(gw.Backend(run.pending, weights[1]))
+        desired = gw.build_httproute(run.rayservice, backends)
+        if not await self.ensure_httproute(run.rayservice, desired, route):
+            return
+        run.active_side = machine.observed_traffic(run.active_side, weights[0], now=run.now)
+        if run.pending is not None:
+            run.pending_side = machine.observed_traffic(run.pending_side, weights[1], now=run.now)
+
+    async def point_head_service(self, run: _Pass, serving: _Serving) -> str | None:
+        """`<name>-head-svc` on its cluster (`_head_target`); the cluster the status takes as
+        served: the pending one only once it may be promoted."""
+        complete = self._complete(run)
+        target = _head_target(
+            run.active,
+            run.pending,
+            upgrading=run.upgrading,
             complete=complete,
-            pending_ready=pending_ready,
-            active_ready=active_ready,
+            pending_ready=serving.pending_ready,
+            active_ready=serving.active_ready,
         )
-        points_to = self._head_points_to(rayservice)
-        if head_target is not None:
-            await c._ensure_service(
-                rayservice, build.build_head_service_for_service(rayservice, head_target)
-            )
-            points_to = head_target["metadata"]["name"]
-        if upgrading and not complete:
-            points_to = active["metadata"]["name"] if active is not None else None
+        points_to = self._head_points_to(run.rayservice)
+        if target is not None:
+            service = build.build_head_service_for_service(run.rayservice, target)
+            await self._c._ensure_service(run.rayservice, service)
+            points_to = _name(target)
+        if run.upgrading and not complete:
+            return _name(run.active) if run.active is not None else None
+        return points_to
 
+    def next_status(self, run: _Pass, serving: _Serving, *, points_to: str | None) -> JSON:
+        """The status: the capacities and traffic of this pass, KubeRay's promotion and
+        conditions (`rules.compute_status`), a new pending cluster at its initial capacity, and
+        the pending cluster dropped once a rollback is complete."""
+        status, active, pending = run.status, run.active, run.pending
+        _set_side(status, ACTIVE, run.active_side)
+        if pending is not None:
+            _set_side(status, PENDING, run.pending_side)
         new_pending_name = None
-        if not back and rules.needs_new_cluster(
-            rayservice,
-            goal_hash=spec.cluster_config_hash,
+        if not run.back and rules.needs_new_cluster(
+            run.rayservice,
+            goal_hash=run.spec.cluster_config_hash,
             active=active,
             pending=pending,
-            pending_serving=pending is not None and points_to == pending["metadata"]["name"],
+            pending_serving=pending is not None and points_to == _name(pending),
         ):
-            new_pending_name = f"{rayservice['metadata']['name']}-{c._suffix()}"
+            new_pending_name = f"{run.rayservice['metadata']['name']}-{self._c._suffix()}"
             logger.info("preparing a new RayCluster %s", new_pending_name)
-        namespace = rayservice["metadata"]["namespace"]
-        pods = c._store.list(POD, namespace=namespace)
-        endpoints = sum(
-            rules.count_serve_endpoints(pods, cluster=cluster["metadata"]["name"])
-            for cluster in (active, pending)
-            if cluster is not None
-        )
+        pods = self._c._store.list(POD, namespace=run.rayservice["metadata"]["namespace"])
         observed = rules.Observed(
-            generation=generation,
+            generation=run.generation,
             active=active,
             pending=pending,
-            active_apps=active_apps,
-            pending_apps=pending_apps,
+            active_apps=serving.active_apps,
+            pending_apps=serving.pending_apps,
             services_point_to=points_to,
-            serve_endpoints=endpoints,
+            serve_endpoints=sum(
+                rules.count_serve_endpoints(pods, cluster=_name(cluster))
+                for cluster in (active, pending)
+                if cluster is not None
+            ),
             new_pending_name=new_pending_name,
-            initializing_timeout=rules.initializing_timeout(rayservice),
+            initializing_timeout=rules.initializing_timeout(run.rayservice),
         )
-        new = rules.compute_status(status, observed, now=now)
+        new = rules.compute_status(status, observed, now=run.now)
         if new_pending_name is not None:
             has_active = bool((new.get(ACTIVE) or {}).get("rayClusterName"))
             new[PENDING]["targetCapacity"] = machine.initial_pending_capacity(
                 "active" if has_active else ""
             )
-        if back and machine.rollback_complete(
+        if run.back and machine.rollback_complete(
             _side(new, ACTIVE),
             _side(new, PENDING),
             pending_healthy=pending is not None and _head_ready(pending),
         ):
-            logger.info("%s: rollback complete", ObjectKey.of(rayservice))
+            logger.info("%s: rollback complete", ObjectKey.of(run.rayservice))
             new[PENDING] = {}
-            new["conditions"] = _after_rollback(new, now=now, generation=generation)
-        await c.report_initializing_timeout(rayservice, stored, new)
-        await c.write_status(rayservice, stored, new)
-        return Result(requeue_after=REQUEUE_SECONDS)
+            new["conditions"] = _after_rollback(new, now=run.now, generation=run.generation)
+        return new
+
+    @staticmethod
+    def _complete(run: _Pass) -> bool:
+        return (
+            run.upgrading
+            and not run.back
+            and machine.upgrade_complete(run.active_side, run.pending_side)
+        )
 
     # --- objects -------------------------------------------------------------------------------
 
@@ -498,6 +552,47 @@ class IncrementalUpgrade:
         namespace, name = rayservice["metadata"]["namespace"], rayservice["metadata"]["name"]
         head = self._c._store.get(SERVICE, namespace, f"{name}-{names.HEAD_SERVICE_SUFFIX}")
         return rules.serving_cluster_of(head)
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What one reconcile of an incremental upgrade works from, and the two clusters' sides of
+    the status as this pass moves them."""
+
+    rayservice: RayService
+    status: JSON
+    active: RayCluster | None
+    pending: RayCluster | None
+    spec: SpecReading
+    options: machine.Options
+    now: datetime.datetime
+    generation: int
+    upgrading: bool
+    back: bool
+    active_side: machine.Side = field(default_factory=machine.Side)
+    pending_side: machine.Side = field(default_factory=machine.Side)
+
+    def __post_init__(self) -> None:
+        self.active_side = _side(self.status, ACTIVE)
+        self.pending_side = _side(self.status, PENDING)
+
+
+@dataclass(frozen=True, slots=True)
+class _Serving:
+    """What Serve said on each cluster this pass."""
+
+    pending_ready: bool = False
+    pending_apps: Mapping[str, ServeApplicationStatus] | None = None
+    active_ready: bool = False
+    active_apps: Mapping[str, ServeApplicationStatus] | None = None
+
+
+def _routing_ready(gateway: JSON | None, route: JSON | None) -> bool:
+    return gw.gateway_ready(gateway) and gw.httproute_ready(gateway, route)
+
+
+def _name(cluster: RayCluster) -> str:
+    return str(cluster["metadata"]["name"])
 
 
 def _hash(cluster: RayCluster | None) -> str:

@@ -73,6 +73,10 @@ class Side:
     traffic: int | None = None
     last_migrated: datetime.datetime | None = None
 
+    def traffic_or(self, default: int) -> int:
+        """`trafficRoutedPercent`, or `default` while the status has none."""
+        return default if self.traffic is None else self.traffic
+
     @classmethod
     def of(cls, entry: Object | None) -> Side:
         entry = entry or {}
