@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import uvloop
 
+from ray_operator.features import RAY_CLUSTER_MTLS
 from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
 from ray_operator.logs import configure_logging
 from ray_operator.metrics import Metrics
@@ -43,8 +44,12 @@ from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import (
+    CERT_MANAGER_KINDS,
+    CERTIFICATE,
+    ISSUER,
     LEGACY_RAY_CLUSTER,
     OPTIONAL_KINDS,
+    POD_GROUP_KINDS,
     RAY_CRON_JOB,
     WATCHED_KINDS,
     Kind,
@@ -134,16 +139,28 @@ async def _main(
 
 def watched_kinds(settings: Settings) -> tuple[Kind, ...]:
     """The kinds a replica caches: the default ones (RayCronJobs only with their feature gate
-    on), and the legacy RayCluster when it serves that kind (`--legacy-clusters`)."""
+    on, cert-manager's Issuers and Certificates only with RayClusterMTLS), the legacy RayCluster
+    when it serves that kind (`--legacy-clusters`), and the PodGroups of the chosen
+    `--batch-scheduler`."""
     kinds = WATCHED_KINDS
     if not settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         kinds = tuple(kind for kind in kinds if kind != RAY_CRON_JOB)
+    if settings.feature_gates.enabled(RAY_CLUSTER_MTLS):
+        kinds = (*kinds, *CERT_MANAGER_KINDS)
+    if settings.batch_scheduler in POD_GROUP_KINDS:
+        kinds = (*kinds, POD_GROUP_KINDS[settings.batch_scheduler])
     return (*kinds, LEGACY_RAY_CLUSTER) if settings.legacy_clusters else kinds
 
 
 SERVED_PROBE_SECONDS = 30.0
 
-CRD_SOURCES: dict[Kind, str] = {LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)"}
+_CERT_MANAGER = "cert-manager (https://cert-manager.io/docs/installation/)"
+CRD_SOURCES: dict[Kind, str] = {
+    LEGACY_RAY_CLUSTER: "crd/legacy/ (config/legacy)",
+    ISSUER: _CERT_MANAGER,
+    CERTIFICATE: _CERT_MANAGER,
+    **{kind: f"the {name} scheduler's CRDs" for name, kind in POD_GROUP_KINDS.items()},
+}
 """Where the CRD of an optional kind is, when not in crd/."""
 
 
@@ -158,13 +175,13 @@ async def served_kinds(
         if kind in kinds and not await _is_served(client, kind, namespaces=namespaces):
             logger.error(
                 "the API server does not serve %s %s: the CustomResourceDefinition %s.%s is "
-                "not installed, so those objects are not managed; apply %s (make run and "
-                "config/ do) and restart the operator",
+                "not installed, so those objects are not managed; apply %s and restart the "
+                "operator",
                 kind.api_version,
                 kind.kind,
                 kind.plural,
                 kind.group,
-                CRD_SOURCES.get(kind, "crd/"),
+                CRD_SOURCES.get(kind, "crd/ (make run and config/ do)"),
             )
             missing |= {kind, *companions}
     return [kind for kind in kinds if kind not in missing]

@@ -147,8 +147,8 @@ def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) 
     from ray_operator.settings import settings_from_args
     from ray_operator.webhooks import webhook_options_from_args
 
-    settings = settings_from_args(args)
     try:
+        settings = settings_from_args(args)
         webhooks = webhook_options_from_args(
             args, port=settings.webhook_port, default_namespace=settings.lease_namespace
         )
@@ -195,6 +195,7 @@ def controllers_for(
     (local Ray clusters first, when the agent runs) and fetching graph documents as
     configured; the RayCronJob controller unless its feature gate is off; the legacy
     RayCluster controller with `--legacy-clusters`."""
+    from ray_operator.builders.pods import PodOptions
     from ray_operator.controllers.raycluster import RayClusterController
     from ray_operator.controllers.rayjob import rayjob_controller
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
@@ -225,8 +226,14 @@ def controllers_for(
         optional.append(legacy_raycluster_controller(limits=limits))
     return [
         *optional,
-        functools.partial(RayClusterController, limits=limits),
-        rayjob_controller(resolver=resolver, limits=limits),
+        functools.partial(
+            RayClusterController,
+            limits=limits,
+            pod_options=PodOptions(batch_scheduler=settings.batch_scheduler),
+        ),
+        rayjob_controller(
+            resolver=resolver, limits=limits, batch_scheduler=settings.batch_scheduler
+        ),
         rayservice_controller(resolver=resolver, limits=limits),
         rayservegraph_controller(
             policy=FetchPolicy(

@@ -57,7 +57,7 @@ GATES: Final[Mapping[str, Gate]] = {
         Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.NOT_IMPLEMENTED),
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).
         Gate("GCSFaultToleranceEmbeddedStorage", True, GateSupport.ALWAYS_ON),
-        Gate(RAY_CLUSTER_MTLS, False, GateSupport.NOT_IMPLEMENTED),
+        Gate(RAY_CLUSTER_MTLS, False, GateSupport.HONOURED),
         Gate(RAY_CLUSTER_HISTORY_SERVER, False, GateSupport.NOT_IMPLEMENTED),
         Gate("KubernetesWAS", False, GateSupport.NOT_IMPLEMENTED),
     )

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_operator.builders.batch_scheduling import (
+    BATCH_SCHEDULERS,
+    VOLCANO,
+    parse_batch_scheduler,
+)
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
 
 ENV_PREFIX = "RAY_OPERATOR_"
@@ -92,6 +97,9 @@ class Settings:
     legacy_clusters: bool = False
     """Serve the legacy Python operator's `cluster.ray.io/v1` RayClusters (their CRD is in
     crd/legacy/): each is converted into a ray.io/v1 RayCluster it owns and kept in step."""
+    batch_scheduler: str = ""
+    """KubeRay's `--batch-scheduler` (`builders.batch_scheduling.BATCH_SCHEDULERS`): the
+    PodGroups and Pod metadata of that scheduler; empty: none (the default scheduler)."""
 
 
 def default_identity() -> str:
@@ -285,6 +293,41 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the legacy Python operator's cluster.ray.io/v1 RayClusters (apply "
         "crd/legacy first; config/legacy does) (default: %(default)s)",
     )
+    add_batch_scheduler_arguments(add)
+
+
+def add_batch_scheduler_arguments(add: Callable[..., Any]) -> None:
+    """`--batch-scheduler` and KubeRay's deprecated `--enable-batch-scheduler` (volcano)."""
+    add(
+        "--batch-scheduler",
+        type=_batch_scheduler,
+        default=env_default("batch-scheduler", _batch_scheduler, ""),
+        help=f"batch scheduler integration: {', '.join(BATCH_SCHEDULERS)} (default: none)",
+    )
+    add(
+        "--enable-batch-scheduler",
+        action=argparse.BooleanOptionalAction,
+        default=env_default("enable-batch-scheduler", parse_boolean, False),
+        help="deprecated (KubeRay's): --batch-scheduler=volcano (default: %(default)s)",
+    )
+
+
+def chosen_batch_scheduler(args: argparse.Namespace) -> str:
+    """The scheduler `--batch-scheduler`/`--enable-batch-scheduler` choose; both at once is
+    refused, as KubeRay refuses it."""
+    if args.enable_batch_scheduler and args.batch_scheduler:
+        raise ValueError(
+            "--enable-batch-scheduler (deprecated) and --batch-scheduler are both set; "
+            "use --batch-scheduler only"
+        )
+    return VOLCANO if args.enable_batch_scheduler else str(args.batch_scheduler)
+
+
+def _batch_scheduler(raw: str) -> str:
+    try:
+        return parse_batch_scheduler(raw.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -327,6 +370,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         serve_graph_events_address=args.serve_graph_events_address,
         feature_gates=args.feature_gates,
         legacy_clusters=args.legacy_clusters,
+        batch_scheduler=chosen_batch_scheduler(args),
     )
 
 

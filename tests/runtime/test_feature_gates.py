@@ -93,9 +93,9 @@ def test_a_gate_this_operator_cannot_honour_is_refused_by_name(flag: str, messag
 
 def test_every_problem_is_named_at_once() -> None:
     with pytest.raises(InvalidFeatureGatesError) as raised:
-        parse_feature_gates("A=true,RayClusterMTLS=true")
+        parse_feature_gates("A=true,KubernetesWAS=true")
     assert "unknown feature gate 'A'" in str(raised.value)
-    assert "RayClusterMTLS=true: not implemented" in str(raised.value)
+    assert "KubernetesWAS=true: not implemented" in str(raised.value)
 
 
 def test_a_huge_flag_is_refused_before_it_is_read() -> None:

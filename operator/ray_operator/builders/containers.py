@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, parse_version
+from ray_operator.builders.mtls import is_tls_enabled, set_container_tls
 from ray_operator.builders.naming import check_name
 
 if TYPE_CHECKING:
@@ -282,6 +283,8 @@ def autoscaler_container(
         token_auth_env(
             container, cluster_spec=cluster_spec, pod_spec=None, cluster_name=cluster_name
         )
+    if is_tls_enabled(cluster_spec):
+        set_container_tls(container)
     _merge_autoscaler_options(container, cluster_spec.get("autoscalerOptions") or {})
     return container
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ray_operator import labels as names
+from ray_operator.builders.quantity import ZERO, InvalidQuantityError, Quantity
 
 if TYPE_CHECKING:
     from ray_io.v1_views import (
@@ -105,6 +106,23 @@ def pod_spec(group: GroupSpec) -> PodSpec:
     """The group's Pod template spec (empty when the template has none)."""
     found = group.get("template", {}).get("spec")
     return found if found is not None else cast("PodSpec", {})
+
+
+def pod_spec_resources(pod: Mapping[str, Any]) -> dict[str, Quantity]:
+    """KubeRay's `CalculatePodResource`: the sum over the Pod's containers (not init
+    containers), a request winning over the limit of the same resource; a malformed quantity is
+    skipped (validation reports it)."""
+    totals: dict[str, Quantity] = {}
+    for container in pod.get("containers") or []:
+        resources = container.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, text in merged.items():
+            try:
+                quantity = Quantity.parse(text)
+            except InvalidQuantityError:
+                continue
+            totals[name] = totals.get(name, ZERO) + quantity
+    return totals
 
 
 def find_worker_group(cluster: RayCluster, group_name: str) -> WorkerGroupSpec:

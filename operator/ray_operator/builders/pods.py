@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders import containers as inject
+from ray_operator.builders.batch_scheduling import HEAD_GROUP, add_scheduling_metadata
 from ray_operator.builders.fault_tolerance import configure_gcs_fault_tolerance
 from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.manifest import (
@@ -35,6 +36,7 @@ from ray_operator.builders.manifest import (
     spec,
 )
 from ray_operator.builders.metadata import owner_references, pod_labels
+from ray_operator.builders.mtls import configure_tls
 from ray_operator.builders.naming import (
     check_name,
     head_pod_name,
@@ -66,6 +68,8 @@ class PodOptions:
     """Add liveness/readiness probes the user did not set (KubeRay's ENABLE_PROBES_INJECTION)."""
     login_shell: bool = False
     """Run generated commands in a login shell, `bash -lc` (KubeRay's ENABLE_LOGIN_SHELL)."""
+    batch_scheduler: str = ""
+    """`--batch-scheduler`: its labels, annotations and `schedulerName` on every Pod."""
 
 
 @dataclasses.dataclass
@@ -100,7 +104,10 @@ def build_head_pod(cluster: ClusterLike, *, suffix: str, options: PodOptions | N
     if is_autoscaling_enabled(spec(manifest)):
         _add_autoscaler(draft, options=options)
     _configure_shared(draft)
-    return _finish(draft, name=head_pod_name(manifest, suffix=suffix), options=options)
+    pod = _finish(draft, name=head_pod_name(manifest, suffix=suffix), options=options)
+    return add_scheduling_metadata(
+        options.batch_scheduler, parent=manifest, child=pod, group_name=HEAD_GROUP
+    )
 
 
 def build_worker_pod(
@@ -133,7 +140,10 @@ def build_worker_pod(
         # Autoscaler v2 replaces failed workers itself; a restarting container would confuse it.
         draft.spec["restartPolicy"] = "Never"
     name = worker_pod_name(manifest, group_name, suffix=suffix)
-    return _finish(draft, name=name, options=options)
+    pod = _finish(draft, name=name, options=options)
+    return add_scheduling_metadata(
+        options.batch_scheduler, parent=manifest, child=pod, group_name=group_name
+    )
 
 
 def _draft(
@@ -212,7 +222,7 @@ def _add_autoscaler(draft: _PodDraft, *, options: PodOptions) -> None:
 
 
 def _configure_shared(draft: _PodDraft) -> None:
-    """The template steps head and workers share: GCS FT, the metrics port, token auth."""
+    """The template steps head and workers share: GCS FT, the metrics port, token auth, mTLS."""
     configure_gcs_fault_tolerance(
         draft.cluster,
         node_type=draft.node_type,
@@ -221,6 +231,11 @@ def _configure_shared(draft: _PodDraft) -> None:
         params=draft.params,
     )
     inject.ensure_metrics_port(draft.ray)
+    _configure_token_auth(draft)
+    configure_tls(draft.cluster, draft.spec, node_type=draft.node_type)
+
+
+def _configure_token_auth(draft: _PodDraft) -> None:
     cluster_spec = spec(draft.cluster)
     if not is_auth_enabled(cluster_spec):
         return

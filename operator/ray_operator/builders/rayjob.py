@@ -364,6 +364,18 @@ def build_submitter_job(
     }
 
 
+def submitter_pod_spec(rayjob: Object, *, default_only: bool = False) -> JSON:
+    """The Pod spec of the submitter a RayJob would get for its own cluster: its
+    `submitterPodTemplate` (unless `default_only`), else the default submitter container."""
+    spec = rayjob.get("spec") or {}
+    if default_only:
+        spec = {}
+    cluster = {"spec": (rayjob.get("spec") or {}).get("rayClusterSpec") or {}}
+    template = _submitter_template(spec, cluster)  # type: ignore[arg-type]
+    pod: JSON = template["spec"]
+    return pod
+
+
 def _submitter_template(spec: Object, cluster: RayCluster) -> JSON:
     if spec.get("submitterPodTemplate"):
         template: JSON = copy.deepcopy(dict(spec["submitterPodTemplate"]))

@@ -90,14 +90,23 @@ from ray_operator.builders.services import (
     build_headless_service,
     needs_headless_service,
 )
+from ray_operator.controllers.batch_scheduling import BatchScheduling
 from ray_operator.controllers.expectations import Expectations
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
+from ray_operator.controllers.mtls import (
+    CERT_MANAGER_RECHECK_S,
+    ClusterMTLS,
+    ClusterObjects,
+    requeue_sooner,
+)
+from ray_operator.features import RAY_CLUSTER_MTLS
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
     ControllerContext,
     Result,
     cluster_key_from_label,
     own_key,
+    owner_keys,
 )
 from ray_operator.runtime.errors import (
     AlreadyExists,
@@ -111,6 +120,7 @@ from ray_operator.runtime.errors import (
 )
 from ray_operator.runtime.kinds import (
     AUTOSCALER_RBAC_KINDS,
+    CERT_MANAGER_KINDS,
     INGRESS,
     JOB,
     PERSISTENT_VOLUME_CLAIM,
@@ -165,6 +175,7 @@ DEPENDENT_KINDS: tuple[Kind, ...] = (
     PERSISTENT_VOLUME_CLAIM,
     INGRESS,
     JOB,
+    *CERT_MANAGER_KINDS,
 )
 
 REDIS_CLEANUP_FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
@@ -246,6 +257,7 @@ class RayClusterController:
         self._client = context.client
         self._events = context.events
         self._pod_options = pod_options or PodOptions()
+        self._batch_scheduling = BatchScheduling(context, self._pod_options.batch_scheduler)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic
         self._last_status_write: dict[ObjectKey, float] = {}
@@ -278,12 +290,24 @@ class RayClusterController:
         # Per cluster, ((uid, resourceVersion), problems) of the version last validated: most
         # reconciles come from Pod events and see the same version of the cluster again.
         self._validated: dict[ObjectKey, tuple[tuple[str, str], list[FieldError]]] = {}
+        self._mtls = ClusterMTLS(
+            client=self._client,
+            store=self._store,
+            events=self._events,
+            objects=ClusterObjects(
+                self.observed, self.observed_pods, self._ensure_object, self._delete
+            ),
+            gate_on=limits.feature_gates.enabled(RAY_CLUSTER_MTLS),
+            cluster_domain=self._pod_options.cluster_domain,
+        )
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind == JOB and not is_redis_cleanup_job(obj):
             return []
         if kind in DEPENDENT_KINDS:
             return cluster_key_from_label(obj)
+        if kind == self._batch_scheduling.pod_group_kind:
+            return owner_keys(obj, owner=RAY_CLUSTER)
         return own_key(kind, obj, of=RAY_CLUSTER)
 
     async def reconcile(self, key: ObjectKey) -> Result:
@@ -292,6 +316,8 @@ class RayClusterController:
             batch = _Batch()
             await self.delete_everything_of_deleted_cluster(key, batch)
             return _next_batch_or(batch, None)
+        if _managed_elsewhere(cluster):
+            return Result()  # MultiKueue (or another controller) runs this one, as in KubeRay.
         if cluster["metadata"].get("deletionTimestamp"):
             return await self.finish_deletion(key, cluster)
         problems = self.validation_problems(key, cluster)
@@ -309,13 +335,18 @@ class RayClusterController:
         await self.ensure_auth_secret(key, cluster)
         await self.ensure_ingress(key, cluster)
         await self.ensure_gcs_storage_pvc(key, cluster)
+        if (problem := await self._mtls.ensure_pki(key, cluster)) is not None:
+            await self.report_invalid_spec(key, cluster, problem)
+            return Result(requeue_after=CERT_MANAGER_RECHECK_S)
         await self.restamp_head_pods_of_other_kuberay_versions(key, cluster)
+        await self._batch_scheduling.ensure_for_cluster(cluster)
         plan = plan_scaling(
             cluster,
             pods=self.observed_pods(key, cluster),
             provisioned=_is_provisioned(cluster),
             max_pod_creates=PODS_PER_RECONCILE,
         )
+        plan, issuance_wait = await self._mtls.hold_creates_until_issued(key, cluster, plan)
         await self.carry_out_scaling_plan(key, cluster, plan, outcome, batch=batch)
         if not self._is_wanted(key, cluster["metadata"]["uid"]):
             return Result(requeue_after=0)  # Deleted meanwhile: the delete reconcile comes next.
@@ -324,7 +355,7 @@ class RayClusterController:
         status_due_in = await self.update_status(key, cluster, outcome)
         if outcome.failure is not None:
             raise ReplicaFailureError(f"{key}: {outcome.failure.message}")
-        return _next_batch_or(batch, status_due_in)
+        return _next_batch_or(batch, requeue_sooner(status_due_in, issuance_wait))
 
     def _is_wanted(self, key: ObjectKey, uid: str) -> bool:
         """Whether the cache still shows this RayCluster (same uid) and not being deleted."""
@@ -381,6 +412,7 @@ class RayClusterController:
     async def delete_everything_of_deleted_cluster(self, key: ObjectKey, batch: _Batch) -> None:
         """The RayCluster is gone: delete every Pod and Service it had (we rely on no GC), one
         batch per reconcile, in parallel."""
+        await self._mtls.delete_issued_secrets(key, lambda owner_uid: True)
         leftovers = self._dependents(key, lambda owner_uid: True)
         await self._delete_all(key, batch.take(leftovers), why=f"RayCluster {key} was deleted")
         await self.delete_generated_auth_secret(key)
@@ -392,6 +424,7 @@ class RayClusterController:
             self._repaired_from.pop(key, None)
             self._reported.pop(key, None)
             self._validated.pop(key, None)
+            self._mtls.forget(key)
 
     async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
         """Delete the auth Secret we generated for a now deleted cluster, if we remember it.
@@ -415,6 +448,7 @@ class RayClusterController:
     ) -> None:
         """Pods/Services of a deleted RayCluster of the same name must not join the new one."""
         uid = cluster["metadata"]["uid"]
+        await self._mtls.delete_issued_secrets(key, lambda owner_uid: owner_uid != uid)
         stale = self._dependents(key, lambda owner_uid: owner_uid != uid)
         await self._delete_all(
             key, batch.take(stale), why="it belonged to an earlier RayCluster of this name"
@@ -1352,6 +1386,10 @@ def _worker_builder(
         host_index=host,
         options=options,
     )
+
+
+def _managed_elsewhere(cluster: Mapping[str, Any]) -> bool:
+    return (cluster.get("spec") or {}).get("managedBy") not in names.OWN_MANAGED_BY
 
 
 def _cluster_owner_uid(obj: Object, cluster_name: str) -> str | None:

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
+from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
 from ray_operator.builders.naming import random_suffix
+from ray_operator.controllers.batch_scheduling import REFUSED_REASON, BatchScheduling
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
@@ -104,7 +106,9 @@ class RayJobController:
         clock: Callable[[], datetime.datetime] | None = None,
         suffix: Callable[[], str] = random_suffix,
         limits: ClusterLimits = DEFAULT_LIMITS,
+        batch_scheduler: str = "",
     ) -> None:
+        self._batch_scheduling = BatchScheduling(context, batch_scheduler)
         self._limits = limits  # the webhook's bounds (--max-pods-per-cluster), re-checked here
         self._store = context.store
         self._client = context.client
@@ -133,7 +137,7 @@ class RayJobController:
         }
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
-        if kind in (RAY_CLUSTER, JOB, SERVICE):
+        if kind in (RAY_CLUSTER, JOB, SERVICE, self._batch_scheduling.pod_group_kind):
             return owner_keys(obj, owner=RAY_JOB)
         return own_key(kind, obj, of=RAY_JOB)
 
@@ -191,6 +195,13 @@ class RayJobController:
         ):
             if guard is not None:
                 return Step(guard)
+        refusal = await self._batch_scheduling.ensure_for_job(rayjob)
+        if refusal is not None:
+            await self._events.record(
+                rayjob, reason=REFUSED_REASON, message=refusal, type="Warning"
+            )
+            # For this spec it stays refused: look again when the RayJob changes.
+            return Step(None, requeue_after=None)
         cluster = await self.get_or_create_cluster(rayjob, status)
         if cluster is None:
             return Step(None)
@@ -261,6 +272,7 @@ class RayJobController:
         submitter_gone = await self.delete_submitter_job(rayjob)
         if not (cluster_gone and submitter_gone):
             return Step(None, requeue_after=1.0)
+        await self._batch_scheduling.release_for_job(rayjob, status)
         return Step(rules.released(status), requeue_after=0.5)
 
     async def step_suspended(self, rayjob: RayJob, status: JSON) -> Step:
@@ -270,6 +282,7 @@ class RayJobController:
     async def step_finished(self, rayjob: RayJob, status: JSON) -> Step:
         """Complete/Failed: carry out `deletionStrategy`, or with `shutdownAfterJobFinishes`
         delete the cluster after the TTL (KubeRay's order: the strategy wins when set)."""
+        await self._batch_scheduling.release_for_job(rayjob, status)
         cluster = self._owned(RAY_CLUSTER, rayjob, str(status.get("rayClusterName") or ""))
         plan = rules.deletion_plan(rayjob, status, cluster=cluster, now=self._now())
         if plan is not None:
@@ -435,6 +448,8 @@ class RayJobController:
                 submission_id=str(status.get("jobId") or ""),
                 dashboard_address=str(status.get("dashboardURL") or ""),
             )
+            if rules.submission_mode(rayjob) == "K8sJobMode":
+                self._batch_scheduling.decorate(rayjob, built, group_name="", pod=False)
             await self._client.create(RAY_CLUSTER, built, namespace=namespace)
         except AlreadyExists:
             return None  # Ours, not cached yet (or a stranger's: the next look tells).
@@ -472,6 +487,7 @@ class RayJobController:
             dashboard_address=str(status["dashboardURL"]),
             submission_id=str(status.get("jobId") or ""),
         )
+        self._batch_scheduling.decorate(rayjob, job["spec"]["template"], group_name=SUBMITTER_GROUP)
         try:
             await self._client.create(JOB, job, namespace=rayjob["metadata"]["namespace"])
         except AlreadyExists:
@@ -652,11 +668,14 @@ def rayjob_controller(
     resolver: DashboardResolver | None = None,
     options: DashboardOptions | None = None,
     limits: ClusterLimits = DEFAULT_LIMITS,
+    batch_scheduler: str = "",
 ) -> ControllerFactory:
     """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
 
     def factory(context: ControllerContext) -> RayJobController:
         access = DashboardAccess(context.client, resolver=resolver, options=options)
-        return RayJobController(context, dashboards=access, limits=limits)
+        return RayJobController(
+            context, dashboards=access, limits=limits, batch_scheduler=batch_scheduler
+        )
 
     return factory

@@ -145,6 +145,26 @@ LEGACY_RAY_CLUSTER: Final[Kind[JSON]] = Kind(
 """The RayCluster of Ray's legacy Python operator, served with `--legacy-clusters`: converted
 into a ray.io RayCluster of the same name, which it owns."""
 
+ISSUER: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "issuers", "Issuer")
+CERTIFICATE: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "certificates", "Certificate")
+CERT_MANAGER_KINDS: tuple[Kind, ...] = (ISSUER, CERTIFICATE)
+"""The PKI of an mTLS RayCluster (`spec.tlsOptions`): cached only with the RayClusterMTLS gate on,
+through `ray.io/cluster`, and only where cert-manager's CRDs are installed."""
+
+VOLCANO_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", qualified=True
+)
+SCHEDULER_PLUGINS_POD_GROUP: Final[Kind[JSON]] = Kind(
+    "scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", qualified=True
+)
+"""The PodGroups of `--batch-scheduler=volcano` / `scheduler-plugins`, cached only then (all of
+the namespace's: KubeRay's carry no label to select them by)."""
+POD_GROUP_KINDS: Mapping[str, Kind[JSON]] = {
+    "volcano": VOLCANO_POD_GROUP,
+    "scheduler-plugins": SCHEDULER_PLUGINS_POD_GROUP,
+}
+"""The PodGroup kind each `--batch-scheduler` creates (the others create none)."""
+
 AUTOSCALER_RBAC_KINDS: tuple[Kind, ...] = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING)
 """What each autoscaled RayCluster gets so Ray's autoscaler may patch its Pods and cluster."""
 
@@ -175,9 +195,14 @@ OPTIONAL_KINDS: Mapping[Kind, tuple[Kind, ...]] = {
     RAY_CRON_JOB: (),
     RAY_SERVE_GRAPH: (CONFIG_MAP,),
     LEGACY_RAY_CLUSTER: (),
+    ISSUER: (),
+    CERTIFICATE: (),
+    VOLCANO_POD_GROUP: (),
+    SCHEDULER_PLUGINS_POD_GROUP: (),
 }
-"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), each
-with the kinds cached only for it. Without the CRD the operator runs without that controller
+"""Our own kinds an install may lack (the operator was upgraded, its new CRD not applied), and
+others' (cert-manager's, the batch schedulers' PodGroups: not installed), each with the kinds
+cached only for it. Without the CRD the operator runs without that controller (or those objects)
 instead of waiting forever for a cache that can never list (which would stop every kind)."""
 
 
@@ -245,7 +270,7 @@ def watch_selectors(kind: Kind) -> tuple[LabelSelector | None, ...]:
     What either operator created is recognised: ownership is then decided by ownerReferences
     (the owner's uid), never by who created it, so a cluster KubeRay ran is taken over as is.
     """
-    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS):
+    if kind in (POD, PERSISTENT_VOLUME_CLAIM, INGRESS, *CERT_MANAGER_KINDS):
         # Pods: every Pod labelled `ray.io/cluster` (ours, KubeRay's, or ours with `created-by`
         # removed). PVCs and Ingresses too: KubeRay's carry `ray.io/cluster` (its PVC no other
         # label), so a taken-over cluster's are seen.

@@ -27,11 +27,12 @@ from ray_operator.builders.manifest import (
     head_group,
     is_suspended,
     pod_spec,
+    pod_spec_resources,
     spec,
     worker_groups,
 )
 from ray_operator.builders.naming import identifier
-from ray_operator.builders.quantity import ZERO, InvalidQuantityError, Quantity, sum_quantities
+from ray_operator.builders.quantity import ZERO, Quantity, sum_quantities
 from ray_operator.builders.ray_start import is_gpu_resource
 from ray_operator.status import pods as observed
 from ray_operator.status.replicas import (
@@ -216,18 +217,7 @@ def _desired_resources(cluster: RayCluster) -> JSON:
 
 
 def _pod_resources(group: GroupSpec) -> dict[str, Quantity]:
-    """Sum over the template's containers; a request wins over the limit of the same resource."""
-    totals: dict[str, Quantity] = {}
-    for container in pod_spec(group).get("containers") or []:
-        resources = container.get("resources") or {}
-        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for name, text in merged.items():
-            try:
-                quantity = Quantity.parse(text)
-            except InvalidQuantityError:
-                continue  # validation reports it (InvalidSpec); the status must still be written
-            totals[name] = totals.get(name, ZERO) + quantity
-    return totals
+    return pod_spec_resources(pod_spec(group))
 
 
 def _failure_conditions(

@@ -51,6 +51,7 @@ from ray_operator.validation.errors import (
 )
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
+from ray_operator.validation.mtls import tls_options_errors
 from ray_operator.validation.pod_template import pod_template_errors, quantity_map_errors
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def validate_raycluster(
         _autoscaling_errors,
         _auth_errors,
         functools.partial(_feature_gate_errors, limits=limits),
+        functools.partial(tls_options_errors, limits=limits),
         _upgrade_strategy_errors,
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),

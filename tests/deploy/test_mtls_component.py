@@ -1,0 +1,120 @@
+"""Specification: config/mtls, the kustomize component of mutual TLS for RayClusters, is off in
+config/default (no gate, no grant on cert-manager objects or on reading Secrets); turned on the
+documented way it adds `--feature-gates=RayClusterMTLS=true` and grants on cert-manager's Issuers
+and Certificates and `get`/`patch` on Secrets, nothing else, and the API server accepts it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, Kubectl
+from tests.deploy.manifests import (
+    CONFIG,
+    DEFAULT_NAMESPACE,
+    Manifest,
+    apply_server_side,
+    authorized,
+    build,
+    of_kind,
+    service_account_user,
+    the,
+)
+from tests.deploy.test_kustomize import manager_container, parse_run_arguments
+
+OPERATOR = service_account_user(DEFAULT_NAMESPACE)
+MTLS_NEEDS = [
+    *[
+        (verb, resource, None)
+        for resource in ("issuers.cert-manager.io", "certificates.cert-manager.io")
+        for verb in ("get", "list", "watch", "create", "patch", "delete")
+    ],
+    ("get", "secrets", None),
+    ("patch", "secrets", None),
+]
+# Changes are patches; Secrets are read by name only; cert-manager's other kinds are none of the
+# operator's business.
+MTLS_NEVER = [
+    ("update", "certificates.cert-manager.io", None),
+    ("list", "secrets", None),
+    ("watch", "secrets", None),
+    ("create", "clusterissuers.cert-manager.io", None),
+    ("create", "certificaterequests.cert-manager.io", None),
+]
+
+
+@pytest.fixture(scope="module")
+def with_mtls(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
+    """config/default with config/mtls turned on as its comment says."""
+    return build(_default_with_mtls(tmp_path_factory.mktemp("mtls")))
+
+
+def _default_with_mtls(directory: Path) -> Path:
+    shutil.copytree(CONFIG, directory / "config")
+    shutil.copytree(REPO_ROOT / "crd", directory / "crd")
+    kustomization = directory / "config" / "default" / "kustomization.yaml"
+    text = kustomization.read_text()
+    text, components = re.subn(r"^# components:$", "components:", text, flags=re.M)
+    text, mtls = re.subn(r"^#   - \.\./mtls$", "  - ../mtls", text, flags=re.M)
+    assert (components, mtls) == (1, 1), "config/default must offer config/mtls, commented out"
+    kustomization.write_text(text)
+    return directory / "config" / "default"
+
+
+def test_the_default_install_has_no_mtls_gate_and_no_grant_for_it() -> None:
+    default = build(CONFIG / "default")
+    assert not any("RayClusterMTLS" in arg for arg in manager_container(default)["args"])
+    groups = {
+        group
+        for role in of_kind(default, "ClusterRole")
+        for rule in role.get("rules") or []
+        for group in rule.get("apiGroups") or []
+    }
+    assert "cert-manager.io" not in groups
+
+
+def test_the_component_adds_the_gate_and_its_grants(with_mtls: list[Manifest]) -> None:
+    args = manager_container(with_mtls)["args"]
+    assert parse_run_arguments(args).feature_gates.enabled("RayClusterMTLS")
+    binding = the(with_mtls, "ClusterRoleBinding", "ray-operator-mtls")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ray-operator", "namespace": DEFAULT_NAMESPACE}
+    ]
+
+
+def test_the_api_server_accepts_the_install_with_the_component(
+    with_mtls: list[Manifest], kubectl: Kubectl
+) -> None:
+    apply_server_side(kubectl, of_kind(with_mtls, "Namespace"), dry_run=False)
+    output = apply_server_side(kubectl, with_mtls, dry_run=True)
+    assert output.count("(server dry run)") == len(with_mtls)
+
+
+@pytest.fixture
+def mtls_grants_withdrawn_afterwards(kubectl: Kubectl) -> Iterator[None]:
+    """The component's grants go to the operator's real ServiceAccount on the shared plane: left
+    bound, they would answer for every later RBAC test (which checks Secrets are out of reach)."""
+    yield
+    kubectl("delete", "clusterrolebinding,clusterrole", "ray-operator-mtls", "--ignore-not-found")
+
+
+@pytest.mark.usefixtures("mtls_grants_withdrawn_afterwards")
+def test_the_operator_may_manage_cert_manager_objects_and_read_secrets_by_name_only(
+    with_mtls: list[Manifest], kubectl: Kubectl, namespace: str
+) -> None:
+    apply_server_side(kubectl, of_kind(with_mtls, "Namespace"), dry_run=False)
+    grants = [
+        m
+        for m in with_mtls
+        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+        and m["metadata"]["name"] in ("ray-operator", "ray-operator-mtls", "ray-operator-manager")
+    ]
+    apply_server_side(kubectl, grants, dry_run=False)
+    answers = authorized(kubectl, OPERATOR, [*MTLS_NEEDS, *MTLS_NEVER], namespace=namespace)
+    assert [case for case, allowed in answers.items() if not allowed] == [
+        f"{verb} {resource}" for verb, resource, _ in MTLS_NEVER
+    ]
