@@ -3,7 +3,8 @@ user's flags carry over, and what each one means here.
 
 A gate is one of:
 - honoured: turning it on or off changes what this operator does (`RayCronJob`: the RayCronJob
-  controller and its admission);
+  controller and its admission; `RayServiceIncrementalUpgrade`: RayService upgrades through the
+  Gateway API);
 - always on: KubeRay's beta gates whose behaviour this operator always has (status conditions,
   deletion policy, multi-host indexing); turning one off is refused, since the operator cannot
   behave otherwise;
@@ -51,7 +52,8 @@ GATES: Final[Mapping[str, Gate]] = {
         Gate("RayMultiHostIndexing", True, GateSupport.ALWAYS_ON),
         # KubeRay's default is off (alpha); RayCronJob is a kind users ask for, so it is on here.
         Gate(RAY_CRON_JOB, True, GateSupport.HONOURED),
-        Gate(RAY_SERVICE_INCREMENTAL_UPGRADE, False, GateSupport.NOT_IMPLEMENTED),
+        # KubeRay's beta gate, on by default as there: Gateway API traffic shifting.
+        Gate(RAY_SERVICE_INCREMENTAL_UPGRADE, True, GateSupport.HONOURED),
         Gate(SIDECAR_SUBMITTER_RESTART, False, GateSupport.HONOURED),
         Gate(RAY_CLUSTER_NETWORK_POLICY, False, GateSupport.HONOURED),
         # The embedded RocksDB GCS backend is accepted without a gate (see validation).

@@ -73,6 +73,12 @@ WORKLOAD_NEEDS = [
         (verb, "rolebindings.rbac.authorization.k8s.io", None)
         for verb in ("get", "create", "patch")
     ],
+    # RayService incremental upgrades (gate on by default): the Gateway and HTTPRoute by name.
+    *[
+        (verb, f"{kind}.gateway.networking.k8s.io", None)
+        for kind in ("gateways", "httproutes")
+        for verb in ("get", "create", "patch", "delete")
+    ],
     ("create", "events", None),
     ("patch", "events", None),
     ("create", "events.events.k8s.io", None),
@@ -108,6 +114,13 @@ NEVER = [
     ("create", "rayservegraphs.ray-operator.io", None),
     ("delete", "rayservegraphs.ray-operator.io", None),
     ("deletecollection", "configmaps", None),
+    # The Gateway API: only the RayService's own Gateway and HTTPRoute, by name; never listed,
+    # never their status (a Gateway controller writes it), never the cluster's GatewayClasses.
+    ("list", "gateways.gateway.networking.k8s.io", None),
+    ("update", "httproutes.gateway.networking.k8s.io", "status"),
+    ("patch", "gateways.gateway.networking.k8s.io", "status"),
+    ("create", "gatewayclasses.gateway.networking.k8s.io", None),
+    ("create", "grpcroutes.gateway.networking.k8s.io", None),
 ]
 
 SERVE_GRAPH_SECRETS_ROLE = "ray-operator-serve-graph-secrets"

@@ -10,6 +10,7 @@ from ray_operator.app import watched_kinds
 from ray_operator.features import (
     GATES,
     RAY_CRON_JOB,
+    RAY_SERVICE_INCREMENTAL_UPGRADE,
     InvalidFeatureGatesError,
     gate_off_detail,
     parse_feature_gates,
@@ -46,6 +47,12 @@ def test_ray_cron_jobs_are_on_by_default_and_the_flag_turns_them_off() -> None:
     off = parse("--feature-gates", "RayCronJob=false")
     assert not off.feature_gates.enabled(RAY_CRON_JOB)
     assert RAY_CRON_JOB_KIND not in watched_kinds(off)
+
+
+def test_incremental_upgrades_are_on_by_default_as_in_kuberay_and_the_flag_turns_them_off() -> None:
+    assert parse().feature_gates.enabled(RAY_SERVICE_INCREMENTAL_UPGRADE)
+    off = parse("--feature-gates", "RayServiceIncrementalUpgrade=false")
+    assert not off.feature_gates.enabled(RAY_SERVICE_INCREMENTAL_UPGRADE)
 
 
 def test_kuberays_form_is_accepted_with_spaces_and_any_case_of_the_value() -> None:

@@ -454,8 +454,6 @@ RAYSERVICE_CASES = [
             },
         ),
         expect=(
-            "spec.upgradeStrategy.type: Forbidden: NewClusterWithIncrementalUpgrade is not "
-            "supported by this operator; use NewCluster",
             "spec.upgradeStrategy.type: Forbidden: NewClusterWithIncrementalUpgrade requires "
             "rayClusterConfig.enableInTreeAutoscaling: true",
             "spec.upgradeStrategy.clusterUpgradeOptions.stepSizePercent: Invalid value: 50: "

@@ -48,6 +48,7 @@ from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.naming import random_suffix
 from ray_operator.builders.services import NoServePortError
+from ray_operator.controllers import incremental_upgrade as incremental
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
@@ -133,6 +134,7 @@ class RayServiceController:
         self._deletion_due: dict[str, float] = {}
         # RayService key -> its spec, read (one entry per RayService, replaced on any change).
         self._spec_readings: dict[ObjectKey, SpecReading] = {}
+        self._incremental = incremental.IncrementalUpgrade(self)
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind in (RAY_CLUSTER, SERVICE):
@@ -146,6 +148,7 @@ class RayServiceController:
         if cached is None:
             self._serve_configs.pop(key, None)
             self._spec_readings.pop(key, None)
+            self._incremental.forget(key)
             self._dashboards.forget_owner(key.namespace, key.name)
             return Result()
         # The webhook's defaults, applied here too, so an install without webhooks behaves the same.
@@ -174,6 +177,10 @@ class RayServiceController:
             rayservice, status, active, pending, goal_hash=spec.cluster_config_hash
         )
         await self.mark_serving_head_pods(rayservice, active, pending)
+        if incremental.applies(rayservice):
+            return await self._incremental.reconcile(
+                rayservice, stored, status, active, pending, spec
+            )
         goal_hash = spec.cluster_config_hash
         active_ready, pending_ready = False, False
         active_apps: Mapping[str, ServeApplicationStatus] | None = None
@@ -272,7 +279,8 @@ class RayServiceController:
             if kind == RAY_CLUSTER:
                 self._deletion_due.pop(metadata.get("uid", ""), None)
                 self._forget_serve_config(rayservice, metadata["name"])
-        return not clusters and not services
+        routing_deleted = await self._incremental.delete_routing(rayservice)
+        return not clusters and not services and routing_deleted
 
     async def _delete_for_suspend(self, rayservice: RayService, kind: Kind, obj: Object) -> None:
         what = "RayCluster" if kind == RAY_CLUSTER else "Service"
@@ -385,6 +393,7 @@ class RayServiceController:
     async def create_cluster(self, rayservice: RayService, name: str) -> RayCluster:
         namespace = rayservice["metadata"]["namespace"]
         cluster = build.build_cluster_for_service(rayservice, name=name)
+        cluster = incremental.strip_worker_replicas(rayservice, cluster)
         try:
             created = await self._client.create(RAY_CLUSTER, cluster, namespace=namespace)
         except AlreadyExists:
@@ -442,8 +451,11 @@ class RayServiceController:
         rayservice: RayService,
         cluster: RayCluster,
         spec: SpecReading,
+        *,
+        put: bool = True,
     ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None, Reachability | None]:
-        """PUT the Serve config when needed; whether all apps run, their statuses, and what
+        """PUT the Serve config when needed (and `put`: an incremental upgrade holds it back
+        from the cluster it moves away from); whether all apps run, their statuses, and what
         asking the dashboard showed of its reachability (None: not asked)."""
         if not _head_pod_ready(cluster):
             return False, None, None
@@ -457,10 +469,11 @@ class RayServiceController:
                 recorded = self._serve_config_of(rayservice, name, details=details, spec=spec)
                 update, reason = rules.needs_serve_update(recorded, current, apps=apps)
                 # No serveConfigV2 means nothing to deploy (KubeRay caches nothing either).
-                if update and rayservice.get("spec", {}).get("serveConfigV2"):
+                if update and put and rayservice.get("spec", {}).get("serveConfigV2"):
                     logger.info("updating Serve applications on %s: %s", name, reason)
                     await ray.deploy_serve_applications(spec.serve_config)
                     self._serve_configs.setdefault(key, {})[name] = current
+                    self._incremental.remember_config(rayservice, name, spec.serve_config)
                     await self._events.record(
                         rayservice,
                         reason="UpdatedServeApplications",
@@ -600,6 +613,8 @@ class RayServiceController:
             return Result(requeue_after=1.0)
         for service in self._store.list_owned_by(SERVICE, rayservice["metadata"]["uid"]):
             await self._client.delete_seen(SERVICE, service)
+        if not await self._incremental.delete_routing(rayservice):
+            return Result(requeue_after=1.0)
         await remove_finalizer(self._client, RAY_SERVICE, rayservice, FINALIZER)
         self._serve_configs.pop(ObjectKey.of(rayservice), None)
         self._spec_readings.pop(ObjectKey.of(rayservice), None)
@@ -621,12 +636,6 @@ class RayServiceController:
             config = build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
-        strategy = rayservice.get("spec", {}).get("upgradeStrategy", {}).get("type")
-        if strategy == "NewClusterWithIncrementalUpgrade":
-            problems.append(
-                'spec.upgradeStrategy.type: Unsupported value: "NewClusterWithIncrementalUpgrade": '
-                'not implemented by this operator yet; use "NewCluster" or "None"'
-            )
         problem = "; ".join(problems) or None
         reading = SpecReading(
             digest=digest,

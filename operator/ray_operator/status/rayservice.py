@@ -106,9 +106,10 @@ def needs_serve_update(
 
 
 def zero_downtime_upgrade_enabled(rayservice: RayService) -> bool:
-    """`upgradeStrategy.type` NewCluster (the default); `None` turns upgrades off."""
+    """`upgradeStrategy.type` NewCluster (the default) or NewClusterWithIncrementalUpgrade
+    (admitted only with its feature gate on); `None` turns upgrades off."""
     strategy = rayservice.get("spec", {}).get("upgradeStrategy", {}).get("type")
-    return strategy in (None, "", "NewCluster")
+    return strategy in (None, "", "NewCluster", "NewClusterWithIncrementalUpgrade")
 
 
 def needs_new_cluster(

@@ -209,11 +209,16 @@ def _group_params_errors(path: str, group: Mapping[str, Any]) -> Iterator[FieldE
 
 def _label_errors(path: str, key: str, value: Any) -> Iterator[FieldError]:
     prefix, _, label_name = key.rpartition("/")
-    bad_prefix = bool(prefix) and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix))
+    bad_prefix = bool(prefix) and not is_dns1123_subdomain(prefix)
     if bad_prefix or not is_label_name(label_name):
         yield invalid(path, key, _LABEL_KEY_RULE)
     if value != "" and not is_label_name(str(value)):
         yield invalid(f"{path}[{key}]", value, _LABEL_VALUE_RULE)
+
+
+def is_dns1123_subdomain(text: str) -> bool:
+    """A DNS-1123 subdomain: what most object names (and a label key's prefix) must be."""
+    return len(text) <= 253 and _DNS1123_SUBDOMAIN_RE.match(text) is not None
 
 
 def is_label_name(text: str) -> bool:

@@ -5,18 +5,17 @@ with the `ray.io/initializing-timeout` annotation, `ValidateRayServiceSpec`,
 `ValidateClusterUpgradeOptions`, and the RayCluster rules on the embedded `spec.rayClusterConfig`),
 every violation at once. Beyond KubeRay: `serveConfigV2` must be YAML that Ray Serve's schema
 accepts (see `serve_config.py`); KubeRay only learns that from the dashboard, after the cluster
-is up; and `NewClusterWithIncrementalUpgrade` is refused as unsupported (no Gateway API
-traffic shifting here), its options still checked as KubeRay does.
+is up. The rules of `NewClusterWithIncrementalUpgrade` are in `incremental_upgrade.py`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
+from ray_operator.builders.manifest import JSON, ClusterLike
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (
     FieldError,
@@ -26,16 +25,19 @@ from ray_operator.validation.errors import (
     required,
     shown,
 )
+from ray_operator.validation.incremental_upgrade import (
+    INCREMENTAL_UPGRADE,
+    incremental_upgrade_errors,
+)
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.serve_config import serve_config_errors
 
 if TYPE_CHECKING:
-    from ray_io.v1_views import RayClusterSpec
+    pass
 
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 NEW_CLUSTER = "NewCluster"
-INCREMENTAL_UPGRADE = "NewClusterWithIncrementalUpgrade"
 NO_UPGRADE = "None"
 UPGRADE_TYPES = [INCREMENTAL_UPGRADE, NEW_CLUSTER, NO_UPGRADE]
 # Go's time.ParseDuration: a sequence of decimal numbers, each with a unit ("1h30m", "1.5s").
@@ -55,7 +57,7 @@ def validate_rayservice(
     errors += embedded_cluster_errors(
         manifest, field="rayClusterConfig", creator=names.CRD_RAY_SERVICE, limits=limits
     )
-    errors += _upgrade_errors(spec)
+    errors += _upgrade_errors(spec, limits=limits)
     errors += serve_config_errors(spec.get("serveConfigV2"), path="spec.serveConfigV2")
     return errors
 
@@ -115,7 +117,7 @@ def _cluster_config_errors(spec: JSON) -> Iterator[FieldError]:
         )
 
 
-def _upgrade_errors(spec: JSON) -> Iterator[FieldError]:
+def _upgrade_errors(spec: JSON, *, limits: ClusterLimits) -> Iterator[FieldError]:
     delay = spec.get("rayClusterDeletionDelaySeconds")
     if delay is not None and delay < 0:
         yield invalid(
@@ -125,43 +127,4 @@ def _upgrade_errors(spec: JSON) -> Iterator[FieldError]:
     kind = strategy.get("type")
     if kind is not None and kind not in UPGRADE_TYPES:
         yield not_supported("spec.upgradeStrategy.type", shown(kind), UPGRADE_TYPES)
-    if kind == INCREMENTAL_UPGRADE:
-        # KubeRay shifts traffic through the Gateway API; this operator does not (yet). Its
-        # options are still checked, so all problems show at once.
-        yield forbidden(
-            "spec.upgradeStrategy.type",
-            f"{INCREMENTAL_UPGRADE} is not supported by this operator; use {NEW_CLUSTER}",
-        )
-        yield from _incremental_upgrade_errors(spec, strategy)
-
-
-def _incremental_upgrade_errors(spec: JSON, strategy: JSON) -> Iterator[FieldError]:
-    path = "spec.upgradeStrategy.clusterUpgradeOptions"
-    if not is_autoscaling_enabled(cast("RayClusterSpec", spec.get("rayClusterConfig") or {})):
-        yield forbidden(
-            "spec.upgradeStrategy.type",
-            f"{INCREMENTAL_UPGRADE} requires rayClusterConfig.enableInTreeAutoscaling: true",
-        )
-    options = strategy.get("clusterUpgradeOptions")
-    if options is None:
-        yield required(path, f"required when the upgrade type is {INCREMENTAL_UPGRADE}")
-        return
-    surge = options.get("maxSurgePercent")
-    surge = 100 if surge is None else surge
-    step = options.get("stepSizePercent")
-    for field, value in (("maxSurgePercent", surge), ("stepSizePercent", step)):
-        if value is None:
-            yield required(f"{path}.{field}", "a percentage from 0 to 100")
-        elif not 0 <= value <= 100:
-            yield invalid(f"{path}.{field}", value, "must be between 0 and 100")
-    if step is not None and 0 <= step <= 100 and 0 <= surge <= 100 and step > surge:
-        yield invalid(
-            f"{path}.stepSizePercent",
-            step,
-            f"must be less than or equal to maxSurgePercent ({surge})",
-        )
-    interval = options.get("intervalSeconds")
-    if interval is None or interval <= 0:
-        yield invalid(f"{path}.intervalSeconds", interval, "must be greater than 0")
-    if not options.get("gatewayClassName"):
-        yield required(f"{path}.gatewayClassName", f"required for {INCREMENTAL_UPGRADE}")
+    yield from incremental_upgrade_errors(spec, limits=limits)
