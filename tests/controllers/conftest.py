@@ -13,6 +13,7 @@ and the operator.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import json
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ray_operator.app import Operator
+from ray_operator.app import Operator, served_kinds, watched_kinds
 from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.features import FeatureGates
 from ray_operator.localcluster.controlplane import LocalControlPlane
@@ -32,6 +33,7 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import TransportError
 from ray_operator.runtime.kinds import POD
 from ray_operator.settings import Settings
+from ray_operator.validation.limits import ClusterLimits
 
 
 async def eventually(
@@ -85,6 +87,11 @@ class Harness:
 
     async def get_json(self, *what: str) -> Any:
         return json.loads(await self.kubectl("get", *what, "-o", "json"))
+
+    async def get_json_if_exists(self, *what: str) -> Any | None:
+        """`get_json`, or None while the object does not exist (yet)."""
+        out = await self.kubectl("get", *what, "--ignore-not-found", "-o", "json")
+        return json.loads(out) if out.strip() else None
 
     async def pods(self, cluster: str) -> list[dict[str, Any]]:
         """Pods of `cluster` that are not being deleted."""
@@ -219,24 +226,42 @@ StartClusterOperator = Callable[..., Awaitable[Operator]]
 
 @pytest.fixture
 async def start_cluster_operator(
-    control_plane: LocalControlPlane, namespace: str, harness: Harness
+    control_plane: LocalControlPlane, namespace: str
 ) -> AsyncIterator[StartClusterOperator]:
     """`await start_cluster_operator(redis_cleanup=False)`: keyword arguments go to the
-    RayClusterController, but `feature_gates` to the operator's settings (what it caches).
-    Operators still running at the end are stopped."""
+    RayClusterController; see `cluster_operators` for `feature_gates`."""
+    async with cluster_operators(control_plane.kubeconfig, namespace) as start:
+        yield start
+
+
+@contextlib.asynccontextmanager
+async def cluster_operators(
+    kubeconfig: Path, namespace: str
+) -> AsyncIterator[StartClusterOperator]:
+    """A starter of operators with the RayCluster controller, started as `ray-operator run`
+    starts (the optional kinds the API server does not serve, or forbids, left out); those still
+    running at the end are stopped. `feature_gates=` is the `--feature-gates` flag: what the
+    operator caches and, unless `limits=` says otherwise, what its validation allows."""
     running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
 
     async def start(
         *, feature_gates: FeatureGates | None = None, **controller_options: Any
     ) -> Operator:
-        api = await load_api_client(control_plane.kubeconfig)
-        settings = operator_settings(control_plane.kubeconfig, namespace)
+        api = await load_api_client(kubeconfig)
+        settings = operator_settings(kubeconfig, namespace)
         if feature_gates is not None:
             settings = dataclasses.replace(settings, feature_gates=feature_gates)
+            controller_options.setdefault("limits", ClusterLimits(feature_gates=feature_gates))
+        kinds = await served_kinds(
+            KubeClient(api, metrics=Metrics()),
+            watched_kinds(settings),
+            namespaces=settings.namespaces,
+        )
         replica = Operator(
             settings,
             api=api,
             controllers=[functools.partial(RayClusterController, **controller_options)],
+            kinds=kinds,
         )
         stop = asyncio.Event()
         task = asyncio.create_task(replica.run(stop), name="cluster-operator-under-test")
