@@ -13,14 +13,13 @@ from typing import Any
 import yaml
 from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.features import parse_feature_gates
-from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness, StartClusterOperator
 
 SAMPLE_FILE = REPO_ROOT / "samples" / "feature-gates" / "ray-cluster.history-server.yaml"
 COLLECTOR = "ray-history-collector"
-GATE_ON = ClusterLimits(feature_gates=parse_feature_gates("RayClusterHistoryServer=true"))
+GATE_ON = parse_feature_gates("RayClusterHistoryServer=true")
 
 
 def sample() -> dict[str, Any]:
@@ -31,7 +30,7 @@ def sample() -> dict[str, Any]:
 async def test_gate_on_every_ray_pod_gets_the_collector(
     harness: Harness, start_cluster_operator: StartClusterOperator
 ) -> None:
-    await start_cluster_operator(limits=GATE_ON)
+    await start_cluster_operator(feature_gates=GATE_ON)
     await harness.apply(sample())
     pods = await harness.pods_settled("history-demo", head=1, workers=2)
     for pod in pods:

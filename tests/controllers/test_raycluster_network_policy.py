@@ -17,7 +17,6 @@ from ray_operator.app import Operator
 from ray_operator.builders.network_policies import build_network_policies
 from ray_operator.features import parse_feature_gates
 from ray_operator.runtime.kinds import NETWORK_POLICY
-from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness, StartClusterOperator
@@ -39,9 +38,7 @@ DNS_EGRESS: dict[str, Any] = {
 async def start_gated(start_cluster_operator: StartClusterOperator) -> Operator:
     """The RayCluster controller with the RayClusterNetworkPolicy gate on, as the flag sets it
     (what the operator caches and what validation allows)."""
-    return await start_cluster_operator(
-        feature_gates=GATE_ON, limits=ClusterLimits(feature_gates=GATE_ON)
-    )
+    return await start_cluster_operator(feature_gates=GATE_ON)
 
 
 @pytest.fixture

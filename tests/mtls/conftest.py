@@ -4,27 +4,21 @@ tests play its part. `start_operator(gates=...)` runs our operator in-process on
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import functools
 import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
-from ray_operator.app import Operator, served_kinds, watched_kinds
-from ray_operator.controllers.raycluster import RayClusterController
+from ray_operator.app import Operator
 from ray_operator.features import FeatureGates
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.validation.limits import ClusterLimits
 
-from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.conftest import Harness, cluster_operators
 
 CERT_MANAGER_DIR = Path(__file__).parent / "cert-manager"
 CERT_MANAGER_CRDS = ("issuers.cert-manager.io", "certificates.cert-manager.io")
@@ -77,36 +71,9 @@ async def start_operator(
     control_plane: LocalControlPlane, namespace: str, harness: Harness
 ) -> AsyncIterator[StartOperator]:
     """`await start_operator(gates=MTLS_ON)`: the RayCluster controller with those gates."""
-    running: list[tuple[asyncio.Event, asyncio.Task[int], Any]] = []
+    async with cluster_operators(control_plane.kubeconfig, namespace) as start_cluster_operator:
 
-    async def start(*, gates: FeatureGates = MTLS_ON) -> Operator:
-        api = await load_api_client(control_plane.kubeconfig)
-        settings = dataclasses.replace(
-            operator_settings(control_plane.kubeconfig, namespace), feature_gates=gates
-        )
-        limits = ClusterLimits(feature_gates=gates)
-        # As `ray-operator run` starts: the kinds the API server does not serve are left out.
-        kinds = await served_kinds(
-            KubeClient(api, metrics=Metrics()),
-            watched_kinds(settings),
-            namespaces=settings.namespaces,
-        )
-        replica = Operator(
-            settings,
-            api=api,
-            controllers=[functools.partial(RayClusterController, limits=limits)],
-            kinds=kinds,
-        )
-        stop = asyncio.Event()
-        task = asyncio.create_task(replica.run(stop), name="mtls-operator-under-test")
-        running.append((stop, task, api))
-        return replica
+        async def start(*, gates: FeatureGates = MTLS_ON) -> Operator:
+            return await start_cluster_operator(feature_gates=gates)
 
-    try:
         yield start
-    finally:
-        for stop, _, _ in running:
-            stop.set()
-        for _, task, api in running:
-            assert await asyncio.wait_for(task, timeout=30) == 0
-            await api.close()
