@@ -21,7 +21,7 @@ from typing import Any
 from ray_operator import labels as names
 from ray_operator.builders import batch_scheduling as build
 from ray_operator.runtime.controller import ControllerContext
-from ray_operator.runtime.errors import AlreadyExists, NotFound
+from ray_operator.runtime.errors import AlreadyExists, NotFound, ReportedError
 from ray_operator.runtime.kinds import POD_GROUP_KINDS, RAY_CLUSTER, Kind
 
 logger = logging.getLogger(__name__)
@@ -35,8 +35,9 @@ REFUSED_REASON = "BatchSchedulingRefused"
 CLEANED_UP_REASON = "BatchSchedulerCleanedUp"
 
 
-class BatchSchedulingError(Exception):
-    """The scheduler's objects could not be made: the reconcile fails into backoff, as KubeRay's."""
+class BatchSchedulingError(ReportedError):
+    """The scheduler's objects could not be made (told by a Warning Event): the reconcile fails
+    into backoff, as KubeRay's."""
 
 
 class BatchScheduling:
@@ -186,7 +187,7 @@ class BatchScheduling:
 
 def _created_by_rayjob(cluster: Object) -> bool:
     labels = cluster["metadata"].get("labels") or {}
-    return labels.get(names.ORIGINATED_FROM_CRD_LABEL) == "RayJob"
+    return labels.get(names.ORIGINATED_FROM_CRD_LABEL) == names.CRD_RAY_JOB
 
 
 def _mode(rayjob: Object) -> str:

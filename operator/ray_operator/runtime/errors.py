@@ -19,6 +19,8 @@ mostly let them propagate: only the worker loop decides on requeue and backoff.
     ├── TransportError              no answer: connection refused/reset, timeout, broken stream
     └── NotLeader                   refused locally: this replica does not hold the lease
 
+    ReportedError                   a reconcile failure already told on its object by an Event
+
 The names are Kubernetes' own `Status.reason` values (hence no `Error` suffix, ruff's N818).
 
 Messages carry the verb, kind and object name and the server's message — never request headers or
@@ -104,6 +106,12 @@ class TransportError(KubeError):
 
 class NotLeader(KubeError):  # noqa: N818
     """A write was refused locally: this replica does not (or may no longer) hold the lease."""
+
+
+class ReportedError(Exception):
+    """A reconcile failure a Warning Event on the object already explains (what is missing,
+    what to do): retried with backoff like any failure, logged without a traceback, since the
+    operator is healthy and the fix is the user's (a CRD to install, a label to correct)."""
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

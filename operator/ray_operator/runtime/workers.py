@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator.logs import about
 from ray_operator.runtime.controller import Controller, Result
-from ray_operator.runtime.errors import Conflict, NotFound, NotLeader, TransportError
+from ray_operator.runtime.errors import (
+    Conflict,
+    NotFound,
+    NotLeader,
+    ReportedError,
+    TransportError,
+)
 from ray_operator.runtime.kinds import Kind, ObjectKey
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import CacheSync, Change, StoreView
@@ -203,7 +209,7 @@ def _deletion_requested(obj: Mapping[str, Any]) -> bool:
 
 def _is_expected(error: Exception) -> bool:
     """Errors a healthy operator meets (races, API hiccups): no traceback needed in the log."""
-    return isinstance(error, Conflict | NotFound | TransportError)
+    return isinstance(error, Conflict | NotFound | TransportError | ReportedError)
 
 
 __all__ = ["Result", "Workers"]
