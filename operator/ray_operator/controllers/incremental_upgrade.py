@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,7 +53,9 @@ from ray_operator.validation.incremental_upgrade import INCREMENTAL_UPGRADE
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster, RayService
 
+    from ray_operator.controllers.dashboards import DashboardAccess
     from ray_operator.controllers.rayservice import RayServiceController, SpecReading
+    from ray_operator.runtime.controller import ControllerContext
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +111,22 @@ class IncrementalUpgrade:
     """The incremental-upgrade steps of one RayService controller (it owns the client, cache,
     events and dashboards these steps use)."""
 
-    def __init__(self, controller: RayServiceController) -> None:
-        self._c = controller
+    def __init__(
+        self,
+        controller: RayServiceController,
+        context: ControllerContext,
+        *,
+        dashboards: DashboardAccess,
+        now: Callable[[], datetime.datetime],
+        suffix: Callable[[], str],
+    ) -> None:
+        self._c = controller  # its public Serve, Service and status steps
+        self._client = context.client
+        self._store = context.store
+        self._events = context.events
+        self._dashboards = dashboards
+        self._now = now
+        self._suffix = suffix
         # RayService key -> {cluster name -> the Serve config last PUT there}.
         self._configs: dict[ObjectKey, dict[str, Mapping[str, Any]]] = {}
         # RayServices told in the log that the Gateway API is missing (the Event aggregates).
@@ -170,7 +186,7 @@ class IncrementalUpgrade:
     ) -> _Pass:
         """This pass's facts: whether an upgrade runs, whether it rolls back (the condition set
         or removed), KubeRay's default capacities during an upgrade."""
-        now = self._c._now()
+        now = self._now()
         generation = int(rayservice["metadata"].get("generation") or 0)
         options = machine.options_of(rayservice)
         assert options is not None  # admission requires them
@@ -299,7 +315,7 @@ class IncrementalUpgrade:
         points_to = self._head_points_to(run.rayservice)
         if target is not None:
             service = build.build_head_service_for_service(run.rayservice, target)
-            await self._c._ensure_service(run.rayservice, service)
+            await self._c.ensure_service(run.rayservice, service)
             points_to = _name(target)
         if run.upgrading and not complete:
             return _name(run.active) if run.active is not None else None
@@ -321,9 +337,9 @@ class IncrementalUpgrade:
             pending=pending,
             pending_serving=pending is not None and points_to == _name(pending),
         ):
-            new_pending_name = f"{run.rayservice['metadata']['name']}-{self._c._suffix()}"
+            new_pending_name = f"{run.rayservice['metadata']['name']}-{self._suffix()}"
             logger.info("preparing a new RayCluster %s", new_pending_name)
-        pods = self._c._store.list(POD, namespace=run.rayservice["metadata"]["namespace"])
+        pods = self._store.list(POD, namespace=run.rayservice["metadata"]["namespace"])
         observed = rules.Observed(
             generation=run.generation,
             active=active,
@@ -373,14 +389,14 @@ class IncrementalUpgrade:
         try:
             service = gw.build_cluster_serve_service(rayservice, cluster)
         except NoServePortError as error:
-            await self._c._events.record(
+            await self._events.record(
                 rayservice, reason="InvalidServeService", message=str(error), type="Warning"
             )
             return
-        if self._c._store.get(SERVICE, namespace, service["metadata"]["name"]) is not None:
+        if self._store.get(SERVICE, namespace, service["metadata"]["name"]) is not None:
             return
         try:
-            await self._c._client.create(SERVICE, service, namespace=namespace)
+            await self._client.create(SERVICE, service, namespace=namespace)
         except AlreadyExists:
             return
         logger.info("created the Serve Service %s", service["metadata"]["name"])
@@ -391,11 +407,11 @@ class IncrementalUpgrade:
         desired = gw.build_gateway(rayservice)
         name = desired["metadata"]["name"]
         namespace = rayservice["metadata"]["namespace"]
-        events = self._c._events
+        events = self._events
         try:
             existing = await self._get(GATEWAY, rayservice, name)
             if existing is None:
-                created = await self._c._client.create(GATEWAY, desired, namespace=namespace)
+                created = await self._client.create(GATEWAY, desired, namespace=namespace)
                 await events.record(
                     rayservice,
                     reason="CreatedGateway",
@@ -404,7 +420,7 @@ class IncrementalUpgrade:
                 return created
             if not gw.gateway_differs(existing, desired):
                 return existing
-            updated = await self._c._client.patch(
+            updated = await self._client.patch(
                 GATEWAY, name, {"spec": desired["spec"]}, namespace=namespace
             )
             await events.record(
@@ -430,7 +446,7 @@ class IncrementalUpgrade:
         """Create or update the route; whether it now has the wanted weights."""
         name = desired["metadata"]["name"]
         namespace = rayservice["metadata"]["namespace"]
-        events, client = self._c._events, self._c._client
+        events, client = self._events, self._client
         try:
             if existing is None:
                 await client.create(HTTP_ROUTE, desired, namespace=namespace)
@@ -470,10 +486,10 @@ class IncrementalUpgrade:
         known = self._configs.get(ObjectKey.of(rayservice), {}).get(name)
         body = {**(known if known is not None else spec.serve_config), "target_capacity": goal}
         try:
-            async with self._c._dashboards.open(cluster) as ray:
+            async with self._dashboards.open(cluster) as ray:
                 await ray.deploy_serve_applications(body)
         except DashboardError as error:
-            await self._c._events.record(
+            await self._events.record(
                 rayservice,
                 reason="FailedToUpdateTargetCapacity",
                 message=f"Failed to update target_capacity of serve applications to the "
@@ -483,7 +499,7 @@ class IncrementalUpgrade:
             return False
         self.remember_config(rayservice, name, body)
         logger.info("set target_capacity %d on RayCluster %s", goal, name)
-        await self._c._events.record(
+        await self._events.record(
             rayservice,
             reason="UpdatedServeTargetCapacity",
             message=f"Updated target_capacity of serve applications to {goal} on the RayCluster "
@@ -518,9 +534,9 @@ class IncrementalUpgrade:
                 continue
             left = True
             if not existing["metadata"].get("deletionTimestamp"):
-                await self._c._client.delete_seen(kind, existing)
+                await self._client.delete_seen(kind, existing)
                 namespace = rayservice["metadata"]["namespace"]
-                await self._c._events.record(
+                await self._events.record(
                     rayservice,
                     reason=f"Deleted{kind.kind}",
                     message=f"Deleted the {kind.kind} {namespace}/{name}",
@@ -534,7 +550,7 @@ class IncrementalUpgrade:
         (a missing object's 404 names it, a missing resource type's does not)."""
         namespace = rayservice["metadata"]["namespace"]
         try:
-            return await self._c._client.get(kind, name, namespace=namespace)
+            return await self._client.get(kind, name, namespace=namespace)
         except NotFound as error:
             if f'"{name}"' not in str(error):
                 raise
@@ -546,11 +562,11 @@ class IncrementalUpgrade:
         level = logging.DEBUG if key in self._told_missing else logging.WARNING
         self._told_missing.add(key)
         logger.log(level, "%s: %s", key, message)
-        await self._c._events.record(rayservice, reason=reason, message=message, type="Warning")
+        await self._events.record(rayservice, reason=reason, message=message, type="Warning")
 
     def _head_points_to(self, rayservice: RayService) -> str | None:
         namespace, name = rayservice["metadata"]["namespace"], rayservice["metadata"]["name"]
-        head = self._c._store.get(SERVICE, namespace, f"{name}-{names.HEAD_SERVICE_SUFFIX}")
+        head = self._store.get(SERVICE, namespace, f"{name}-{names.HEAD_SERVICE_SUFFIX}")
         return rules.serving_cluster_of(head)
 
 

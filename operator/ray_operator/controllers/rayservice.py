@@ -134,7 +134,9 @@ class RayServiceController:
         self._deletion_due: dict[str, float] = {}
         # RayService key -> its spec, read (one entry per RayService, replaced on any change).
         self._spec_readings: dict[ObjectKey, SpecReading] = {}
-        self._incremental = incremental.IncrementalUpgrade(self)
+        self._incremental = incremental.IncrementalUpgrade(
+            self, context, dashboards=self._dashboards, now=self._now, suffix=suffix
+        )
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind in (RAY_CLUSTER, SERVICE):
@@ -562,10 +564,10 @@ class RayServiceController:
             )
             return self._services_point_to(rayservice)
         for service in wanted:
-            await self._ensure_service(rayservice, service)
+            await self.ensure_service(rayservice, service)
         return str(cluster["metadata"]["name"])
 
-    async def _ensure_service(self, rayservice: RayService, service: JSON) -> None:
+    async def ensure_service(self, rayservice: RayService, service: JSON) -> None:
         namespace, name = rayservice["metadata"]["namespace"], service["metadata"]["name"]
         existing = self._store.get(SERVICE, namespace, name)
         if existing is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON, ClusterLike
@@ -32,9 +31,6 @@ from ray_operator.validation.incremental_upgrade import (
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.serve_config import serve_config_errors
-
-if TYPE_CHECKING:
-    pass
 
 INITIALIZING_TIMEOUT_ANNOTATION = "ray.io/initializing-timeout"
 NEW_CLUSTER = "NewCluster"
