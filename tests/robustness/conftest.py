@@ -13,7 +13,7 @@ bounded batches, and no other controller competes for the API server while healt
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -44,7 +44,13 @@ class StartOperator(Protocol):
     """Starts `ray-operator run` for the test's namespace; returns once it is ready."""
 
     def __call__(
-        self, *, webhooks: bool = False, extra_args: tuple[str, ...] = ()
+        self,
+        *,
+        webhooks: bool = False,
+        extra_args: tuple[str, ...] = (),
+        all_namespaces: bool = False,
+        env: Mapping[str, str] | None = None,
+        command_prefix: Sequence[str] = (),
     ) -> OperatorUnderTest: ...
 
 
@@ -61,17 +67,27 @@ def api_server(control_plane: LocalControlPlane) -> Iterator[ApiServer]:
 def start_operator(
     control_plane: LocalControlPlane, namespace: str, kubectl: Kubectl, tmp_path: Path
 ) -> Iterator[StartOperator]:
-    """Start an operator process for this test's namespace (ready when returned)."""
+    """Start an operator process for this test's namespace, or every namespace with
+    `all_namespaces=True` (ready when returned; only this test's namespace is tidied after)."""
     started: list[OperatorUnderTest] = []
 
-    def start(*, webhooks: bool = False, extra_args: tuple[str, ...] = ()) -> OperatorUnderTest:
+    def start(
+        *,
+        webhooks: bool = False,
+        extra_args: tuple[str, ...] = (),
+        all_namespaces: bool = False,
+        env: Mapping[str, str] | None = None,
+        command_prefix: Sequence[str] = (),
+    ) -> OperatorUnderTest:
         replica = OperatorUnderTest(
             kubeconfig=control_plane.kubeconfig,
-            namespace=namespace,
+            namespace=None if all_namespaces else namespace,
             log_dir=tmp_path,
             name=f"robust-{len(started)}",
             webhooks=webhooks,
             extra_args=extra_args,
+            env=env,
+            command_prefix=command_prefix,
         )
         started.append(replica)
         replica.wait_ready()

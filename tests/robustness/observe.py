@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import signal
 import ssl
 import subprocess
@@ -23,7 +24,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,9 @@ class OperatorUnderTest:
 
     No leader election (a lone replica starts reconciling at once). Webhooks are off unless
     `webhooks=True`, which serves them on 127.0.0.1 with a self-managed certificate and registers
-    configurations calling that address (the URL mode of `make run`).
+    configurations calling that address (the URL mode of `make run`). `env` is added to the test
+    process's environment; `command_prefix` runs the operator under another program (`unshare`,
+    say).
     """
 
     def __init__(
@@ -56,6 +59,8 @@ class OperatorUnderTest:
         name: str = "robust",
         webhooks: bool = False,
         extra_args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+        command_prefix: Sequence[str] = (),
     ) -> None:
         self.port = free_port()
         self.webhook_port = free_port()
@@ -73,6 +78,7 @@ class OperatorUnderTest:
         )
         scope = ("--namespace", namespace) if namespace is not None else ()
         command = [
+            *command_prefix,
             sys.executable,
             "-m",
             "ray_operator.cli",
@@ -96,7 +102,11 @@ class OperatorUnderTest:
         ]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            command, cwd=REPO_ROOT, stdout=self._log, stderr=subprocess.STDOUT
+            command,
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else {**os.environ, **env},
         )
 
     @property
