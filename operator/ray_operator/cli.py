@@ -239,6 +239,10 @@ def controllers_for(
             policy=FetchPolicy(
                 allowed_hosts=frozenset(settings.serve_graph_allowed_hosts),
                 allow_loopback=settings.serve_graph_allow_loopback,
+                max_concurrent_fetches=settings.serve_graph_max_concurrent_fetches,
+                max_concurrent_fetches_per_namespace=(
+                    settings.serve_graph_max_concurrent_fetches_per_namespace
+                ),
             ),
             limits=limits,
         ),

@@ -24,6 +24,7 @@ from ray_operator.builders.batch_scheduling import (
     parse_batch_scheduler,
 )
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
+from ray_operator.servegraph.origins import malformed_entries
 
 ENV_PREFIX = "RAY_OPERATOR_"
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -82,12 +83,19 @@ class Settings:
     """`<namespace>/<cluster>=<url>` entries: where the operator reaches those clusters' head
     Serve proxy for its health check instead of the head Pod's IP."""
     serve_graph_allowed_hosts: tuple[str, ...] = ()
-    """`host[:port]` entries a RayServeGraph may fetch its document from (lower case; port
-    omitted: the scheme's default); empty: any host its token Secret opted in for."""
+    """`[http://]host[:port]` entries a RayServeGraph may fetch its document from (lower case;
+    without a scheme: https only; port omitted: the scheme's default, see `servegraph.origins`);
+    empty: any host. When set, fetch failures say what happened (connection refused, timeout,
+    ...); when empty they all read alike (no port scanner for tenants)."""
     serve_graph_allow_loopback: bool = False
     """Let RayServeGraphs fetch from loopback addresses (127.0.0.0/8, ::1): for `make run` and
     tests, where the artifact server runs beside the operator. Link-local and metadata
     addresses stay refused."""
+    serve_graph_max_concurrent_fetches: int = 8
+    """RayServeGraph documents fetched at once across the operator (name lookups likewise, on
+    threads of their own); more wait their turn, served namespace by namespace."""
+    serve_graph_max_concurrent_fetches_per_namespace: int = 2
+    """Of those, how many one namespace may hold: its hung servers never take every slot."""
     serve_graph_events_port: int = 0
     """Port of the RayServeGraph event endpoint (refresh requests, CloudEvents); 0: off."""
     serve_graph_events_address: str = "127.0.0.1"
@@ -254,8 +262,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         dest="serve_graph_allowed_hosts",
         action="append",
         default=None,  # the environment's list is read in settings_from_args (as --namespace)
-        help="host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch from "
-        "(default: any host the token Secret opted in for)",
+        help="[http://]host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch "
+        "from; without a scheme, https only (default: any host; failures then say nothing of "
+        "their cause)",
     )
     add(
         "--serve-graph-allow-loopback",
@@ -265,6 +274,26 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         ),
         help="let RayServeGraphs fetch from loopback addresses, for local trials "
         "(default: %(default)s)",
+    )
+    add(
+        "--serve-graph-max-concurrent-fetches",
+        type=_positive_int,
+        default=env(
+            "serve-graph-max-concurrent-fetches",
+            _positive_int,
+            defaults.serve_graph_max_concurrent_fetches,
+        ),
+        help="RayServeGraph documents fetched at once (default: %(default)s)",
+    )
+    add(
+        "--serve-graph-max-concurrent-fetches-per-namespace",
+        type=_positive_int,
+        default=env(
+            "serve-graph-max-concurrent-fetches-per-namespace",
+            _positive_int,
+            defaults.serve_graph_max_concurrent_fetches_per_namespace,
+        ),
+        help="of those, how many one namespace may hold (default: %(default)s)",
     )
     add(
         "--serve-graph-events-port",
@@ -366,6 +395,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             else [os.environ.get(f"{ENV_PREFIX}SERVE_GRAPH_ALLOWED_HOSTS", "")]
         ),
         serve_graph_allow_loopback=args.serve_graph_allow_loopback,
+        serve_graph_max_concurrent_fetches=args.serve_graph_max_concurrent_fetches,
+        serve_graph_max_concurrent_fetches_per_namespace=(
+            args.serve_graph_max_concurrent_fetches_per_namespace
+        ),
         serve_graph_events_port=args.serve_graph_events_port,
         serve_graph_events_address=args.serve_graph_events_address,
         feature_gates=args.feature_gates,
@@ -383,9 +416,15 @@ def listen_on_loopback(address: str) -> str:
 
 
 def allowed_hosts(entries: Sequence[str]) -> tuple[str, ...]:
-    """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique."""
-    hosts = (host.lower() for entry in entries for host in _comma_list(entry))
-    return tuple(dict.fromkeys(hosts))
+    """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique;
+    ValueError naming an entry that names no origin (it would silently allow nothing)."""
+    hosts = tuple(dict.fromkeys(host.lower() for entry in entries for host in _comma_list(entry)))
+    malformed = malformed_entries(hosts)
+    if malformed:
+        raise ValueError(
+            f"--serve-graph-allowed-hosts: {malformed[0]!r} is not [http://|https://]host[:port]"
+        )
+    return hosts
 
 
 def parse_address(address: str) -> tuple[str, int]:

@@ -493,10 +493,17 @@ async def test_servers_that_never_answer_hold_no_worker_from_other_graphs(
 ) -> None:
     """As many graphs as the operator has workers (4) point at a server that never answers and
     may take 30 s each; a healthy graph applied after them is still deployed in seconds, not
-    after the hung fetches time out: fetches run beside the shared worker pool."""
+    after the hung fetches time out: fetches run beside the shared worker pool. (The namespace
+    gets fetch slots for all five here: with the default share of 2, its own hung fetches
+    would rightly keep its healthy one waiting; other namespaces' never do, see
+    tests/adversarial/test_fetch_hardening.py.)"""
     artifacts.serve("/hang.pb", b"", token=TOKEN, mode="hang")
     artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
-    await start_graph_operator()
+    await start_graph_operator(
+        policy=FetchPolicy(
+            allow_loopback=True, max_concurrent_fetches=8, max_concurrent_fetches_per_namespace=8
+        )
+    )
     for index in range(4):
         hung = rayservegraph(f"hung-{index}", artifacts.url("/hang.pb"))
         hung["spec"]["source"]["timeoutSeconds"] = 30
@@ -513,5 +520,5 @@ async def test_servers_that_never_answer_hold_no_worker_from_other_graphs(
     for index in range(4):
         status = await graph_status(harness, f"hung-{index}")
         assert "Fetched" not in {c["type"] for c in status.get("conditions") or ()} or (
-            condition(status, "Fetched")["reason"] != "Timeout"
+            condition(status, "Fetched")["status"] != "False"
         ), "a hung fetch ended before its 30 s timeout"

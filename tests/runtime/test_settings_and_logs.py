@@ -95,6 +95,38 @@ def test_environment_variables_stand_in_for_flags(monkeypatch: pytest.MonkeyPatc
     assert parse("--namespace", "c").namespaces == ("c",)
 
 
+def test_serve_graph_fetch_caps_and_allowed_hosts_come_from_flags_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = parse()
+    flagged = parse(
+        "--serve-graph-max-concurrent-fetches",
+        "16",
+        "--serve-graph-max-concurrent-fetches-per-namespace",
+        "3",
+        "--serve-graph-allowed-hosts",
+        "Registry.example.com,http://127.0.0.1:8765",
+    )
+    monkeypatch.setenv("RAY_OPERATOR_SERVE_GRAPH_MAX_CONCURRENT_FETCHES", "5")
+
+    assert (
+        defaults.serve_graph_max_concurrent_fetches,
+        defaults.serve_graph_max_concurrent_fetches_per_namespace,
+    ) == (8, 2)
+    assert (
+        flagged.serve_graph_max_concurrent_fetches,
+        flagged.serve_graph_max_concurrent_fetches_per_namespace,
+    ) == (16, 3)
+    assert flagged.serve_graph_allowed_hosts == ("registry.example.com", "http://127.0.0.1:8765")
+    assert parse().serve_graph_max_concurrent_fetches == 5
+
+
+@pytest.mark.parametrize("entry", ["registry.example.com/graphs", "ftp://h", "h:99999"])
+def test_an_allowed_host_that_names_no_origin_is_refused_at_start(entry: str) -> None:
+    with pytest.raises(ValueError, match="--serve-graph-allowed-hosts"):
+        parse("--serve-graph-allowed-hosts", entry)
+
+
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(AttributeError):

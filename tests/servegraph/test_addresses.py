@@ -8,13 +8,8 @@ import ipaddress
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ray_operator.servegraph.addresses import (
-    AddressRefusedError,
-    GuardedResolver,
-    literal_refusal,
-    parse_ip_literal,
-    refusal,
-)
+from ray_operator.servegraph.addresses import literal_refusal, parse_ip_literal, refusal
+from ray_operator.servegraph.resolution import AddressRefusedError, GuardedResolver
 
 from tests.servegraph.artifact_server import StaticResolver
 
@@ -25,6 +20,14 @@ ALWAYS_REFUSED = [
     "fe80::1",
     "fe80::1%eth0",
     "fd00:ec2::254",  # AWS metadata over IPv6 (inside the private fc00::/7)
+    "fd00:ec2::23",  # AWS EKS Pod Identity Agent over IPv6: credentials
+    "fd00:ec2::253",  # AWS DNS resolver over IPv6 (the whole service block)
+    "168.63.129.16",  # Azure WireServer: a public address
+    "::ffff:168.63.129.16",
+    "64:ff9b::a83f:8110",  # NAT64 of 168.63.129.16
+    "fd20:ce::254",  # GCP metadata over IPv6
+    "fd00:c1::a9fe:a9fe",  # Oracle Cloud metadata over IPv6
+    "fd00:42::42",  # Scaleway metadata over IPv6
     "100.100.100.200",  # Alibaba Cloud metadata
     "192.0.0.192",  # Oracle Cloud metadata
     "::ffff:169.254.169.254",  # IPv4-mapped
@@ -43,6 +46,8 @@ ALWAYS_REFUSED = [
 LOOPBACK = ["127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.1", "64:ff9b::7f00:1"]
 ALLOWED = [
     "10.0.0.1",
+    "168.63.129.17",  # WireServer's neighbour: only the one address is refused
+    "fd00:ec3::254",  # outside AWS's service block
     "172.16.5.4",
     "192.168.1.10",
     "100.64.0.1",
@@ -63,6 +68,15 @@ def test_link_local_metadata_multicast_unspecified_and_reserved_are_always_refus
 
     assert refusal(parsed, allow_loopback=False) is not None
     assert refusal(parsed, allow_loopback=True) is not None
+
+
+@pytest.mark.parametrize(
+    "address", ["168.63.129.16", "fd00:ec2::254", "fd20:ce::254", "fd00:c1::a9fe:a9fe"]
+)
+def test_metadata_addresses_outside_link_local_are_named_as_metadata(address: str) -> None:
+    why = refusal(ipaddress.ip_address(address), allow_loopback=True)
+
+    assert why == f"a cloud metadata address ({address})"
 
 
 @pytest.mark.parametrize("address", LOOPBACK)
@@ -126,6 +140,16 @@ async def test_the_resolver_guard_refuses_a_name_with_any_refused_address() -> N
 
     assert guard.refused is not None
     assert guard.refused[0] == "mixed.test"
+
+
+async def test_the_resolver_guard_refuses_a_name_for_the_azure_wireserver() -> None:
+    inner = StaticResolver({"wireserver.test": ["168.63.129.16"]})
+    guard = GuardedResolver(inner, allow_loopback=True, owns_inner=False)
+
+    with pytest.raises(AddressRefusedError):
+        await guard.resolve("wireserver.test", 80)
+
+    assert guard.refused == ("wireserver.test", "a cloud metadata address (168.63.129.16)")
 
 
 async def test_the_resolver_guard_passes_allowed_addresses_through() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import socket
 import time
 import traceback
 import tracemalloc
@@ -23,6 +22,7 @@ from ray_operator.servegraph.fetch import (
     Artifact,
     ArtifactFetchError,
     ArtifactRequest,
+    Fetcher,
     FetchPolicy,
     NotModified,
     check_secret_opt_in,
@@ -31,6 +31,7 @@ from ray_operator.servegraph.fetch import (
 from ray_operator.servegraph.names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
 
 from tests.servegraph.artifact_server import ArtifactServer, StaticResolver
+from tests.servegraph.raw_servers import RawServer, closed_port
 
 TOKEN = "tok-7d3e9a1f5b2c4e6a8d0f"
 DOCUMENT = b"\n\x08pipeline\x1a\x03pre"
@@ -56,6 +57,13 @@ async def no_pending_tasks() -> AsyncIterator[None]:
     for task in leftover:
         task.cancel()
     assert not leftover, f"tasks left pending: {sorted(t.get_name() for t in leftover)}"
+
+
+def allowing(*ports: int) -> FetchPolicy:
+    """A policy whose admin allow-list names these loopback ports: failures show their cause."""
+    return FetchPolicy(
+        allowed_hosts=frozenset(f"127.0.0.1:{port}" for port in ports), allow_loopback=True
+    )
 
 
 def new_path(stem: str = "graph") -> str:
@@ -257,7 +265,7 @@ async def test_a_slow_server_is_cut_off_at_the_total_timeout(
     server.serve(path, b"x" * 100, token=TOKEN, mode=mode)  # drip: 1 byte per 0.5 s = 50 s
 
     started = time.monotonic()
-    error = await refusal(request(server, path, timeout_seconds=1.5))
+    error = await refusal(request(server, path, timeout_seconds=1.5), policy=allowing(server.port))
 
     assert (error.reason, error.retryable) == ("Timeout", True)
     assert 1.4 <= time.monotonic() - started < 5.0
@@ -522,23 +530,141 @@ async def test_an_allowed_host_without_port_means_the_default_port(server: Artif
     assert error.reason == "HostNotAllowed"
 
 
-async def test_a_refused_connection_is_retryable() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
-    fetch_request = ArtifactRequest(
-        url=f"https://127.0.0.1:{closed_port}/g.pb",
+def to_port(port: int, *, host: str = "127.0.0.1", timeout: float = 1.0) -> ArtifactRequest:
+    return ArtifactRequest(
+        url=f"https://{host}:{port}/g.pb",
         token=TOKEN,
         ca_bundle=None,
         etag=None,
-        timeout_seconds=5,
+        timeout_seconds=timeout,
         max_bytes=1024,
         allow_insecure_http=False,
     )
 
-    error = await refusal(fetch_request)
+
+async def test_a_refused_connection_is_retryable_and_says_so_for_an_allowed_host() -> None:
+    port = closed_port()
+
+    error = await refusal(to_port(port), policy=allowing(port))
 
     assert (error.reason, error.retryable) == ("ConnectionFailed", True)
+    assert "ECONNREFUSED" in error.message
+
+
+# --- no port scanner: what a fetch without an HTTP answer tells ------------------------------
+
+
+def uniform(error: ArtifactFetchError, port: int, host: str = "127.0.0.1") -> tuple[str, str]:
+    """The reason and message with the origin the graph named taken out."""
+    return error.reason, error.message.replace(f"{host}:{port}", "<origin>")
+
+
+async def test_closed_open_silent_and_unresolvable_targets_read_alike_without_an_allow_list() -> (
+    None
+):
+    """The four answers a port scan needs to tell apart, told apart by nothing."""
+    with RawServer.start("banner") as banner, RawServer.start("silent") as silent:
+        closed = closed_port()
+        unresolvable = StaticResolver({})  # every name is unknown
+        errors = await asyncio.gather(
+            refusal(to_port(closed)),
+            refusal(to_port(banner.port)),
+            refusal(to_port(silent.port)),
+            refusal(to_port(443, host="nowhere.test"), resolver=unresolvable),
+        )
+
+    shown = {
+        uniform(errors[0], closed),
+        uniform(errors[1], banner.port),
+        uniform(errors[2], silent.port),
+        uniform(errors[3], 443, host="nowhere.test"),
+    }
+    assert len(shown) == 1, shown
+    ((reason, message),) = shown
+    assert reason == "ConnectionFailed"
+    assert all(error.retryable for error in errors)
+    for word in ("ECONNREFUSED", "refused", "reset", "TLS", "resolve", "handshake"):
+        assert word not in message
+
+
+async def test_an_unanswered_fetch_is_reported_at_its_deadline_not_before() -> None:
+    """A refused connection fails in microseconds; reported at once, its timing would tell a
+    closed port from a silent one."""
+    started = time.monotonic()
+    await refusal(to_port(closed_port(), timeout=1.0))
+
+    assert time.monotonic() - started >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason", "detail"),
+    [("banner", "TLSError", "TLS with"), ("silent", "Timeout", "no complete answer")],
+)
+async def test_an_allowed_host_gets_the_cause_of_its_failure(
+    mode: str, reason: str, detail: str
+) -> None:
+    with RawServer.start(mode) as target:
+        error = await refusal(to_port(target.port), policy=allowing(target.port))
+
+    assert (error.reason, error.retryable) == (reason, reason != "TLSError")
+    assert detail in error.message
+
+
+async def test_an_unanswered_fetch_logs_its_cause_for_the_admin(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+
+    await refusal(to_port(closed_port(), timeout=0.2))
+
+    assert "ECONNREFUSED" in caplog.text
+    assert TOKEN not in caplog.text
+
+
+# --- the operator's fetcher: bounded, fair ---------------------------------------------------
+
+
+async def test_the_fetcher_gives_its_slot_back_before_a_failure_waits_out_its_deadline(
+    server: ArtifactServer,
+) -> None:
+    """A refused connection is reported at its deadline (no timing oracle), but the slot it
+    held is free at once: waiting out the deadline costs nobody else anything."""
+    fetcher = Fetcher(FetchPolicy(allow_loopback=True, max_concurrent_fetches=1))
+    path = new_path()
+    server.serve(path, DOCUMENT, token=TOKEN)
+    failing = asyncio.create_task(fetcher.fetch(to_port(closed_port(), timeout=3), namespace="a"))
+    await asyncio.sleep(0.3)
+
+    started = time.monotonic()
+    artifact = await fetcher.fetch(request(server, path), namespace="b")
+
+    assert isinstance(artifact, Artifact)
+    assert time.monotonic() - started < 2
+    assert not failing.done()
+    with pytest.raises(ArtifactFetchError):
+        await failing
+
+
+async def test_the_fetcher_never_runs_more_fetches_than_its_caps(server: ArtifactServer) -> None:
+    path = new_path()
+    server.serve(path, b"", token=TOKEN, mode="hang")
+    fetcher = Fetcher(
+        FetchPolicy(
+            allow_loopback=True, max_concurrent_fetches=3, max_concurrent_fetches_per_namespace=2
+        )
+    )
+    fetches = [
+        asyncio.create_task(
+            fetcher.fetch(request(server, path, timeout_seconds=1.0), namespace=namespace)
+        )
+        for namespace in ("a", "a", "a", "b", "b", "c")
+    ]
+    await asyncio.sleep(0.5)
+
+    assert (fetcher.slots.in_use, server.request_count(path)) == (3, 3)
+    assert fetcher.slots.held_by("a") <= 2
+    await asyncio.gather(*fetches, return_exceptions=True)
+    assert server.request_count(path) == 6
 
 
 # --- http and TLS ----------------------------------------------------------------------------
@@ -609,10 +735,13 @@ def secret(annotations: dict[str, str] | None) -> dict[str, Any]:
         ("ci.example.com:8443, registry.example.com", "https://registry.example.com/g.pb"),
         ("REGISTRY.example.com.", "https://registry.example.com/g.pb"),
         ("ci.example.com:8443", "https://ci.example.com:8443/g.pb?x=1"),
-        ("127.0.0.1:8765", "http://127.0.0.1:8765/graph.pb"),
-        ("registry.example.com", "http://registry.example.com/g.pb"),  # port 80 by default
+        ("https://registry.example.com", "https://registry.example.com/g.pb"),
+        ("HTTPS://registry.example.com:443/", "https://registry.example.com/g.pb"),
+        ("http://127.0.0.1:8765", "http://127.0.0.1:8765/graph.pb"),
+        ("http://registry.example.com", "http://registry.example.com:80/g.pb"),
         ("[::1]:8443", "https://[::1]:8443/g.pb"),
         ("[fd00::1]", "https://[fd00:0::1]/g.pb"),
+        ("http://[fd00::1]:8080", "http://[fd00::1]:8080/g.pb"),
     ],
 )
 def test_a_secret_opted_in_for_the_urls_host_and_port_may_be_used(hosts: str, url: str) -> None:
@@ -631,6 +760,14 @@ def test_a_secret_opted_in_for_the_urls_host_and_port_may_be_used(hosts: str, ur
         ({SECRET_HOSTS_ANNOTATION: "registry.example.com"}, "https://registry.example.com.evil/"),
         ({SECRET_HOSTS_ANNOTATION: "example.com"}, "https://registry.example.com/g.pb"),
         ({SECRET_HOSTS_ANNOTATION: "registry.example.com"}, "ftp://registry.example.com/g.pb"),
+        # Without a scheme an entry means https: never clear text, on any port.
+        ({SECRET_HOSTS_ANNOTATION: "registry.example.com"}, "http://registry.example.com/g.pb"),
+        ({SECRET_HOSTS_ANNOTATION: "127.0.0.1:8765"}, "http://127.0.0.1:8765/graph.pb"),
+        ({SECRET_HOSTS_ANNOTATION: "https://127.0.0.1:8765"}, "http://127.0.0.1:8765/g.pb"),
+        ({SECRET_HOSTS_ANNOTATION: "http://127.0.0.1:8765"}, "https://127.0.0.1:8765/g.pb"),
+        ({SECRET_HOSTS_ANNOTATION: "registry.example.com:80"}, "http://registry.example.com/"),
+        ({SECRET_HOSTS_ANNOTATION: "ftp://registry.example.com"}, "https://registry.example.com"),
+        ({SECRET_HOSTS_ANNOTATION: "registry.example.com/g.pb"}, "https://registry.example.com/"),
     ],
 )
 def test_a_secret_not_opted_in_for_the_host_is_refused(
@@ -641,6 +778,18 @@ def test_a_secret_not_opted_in_for_the_host_is_refused(
 
     assert (caught.value.reason, caught.value.retryable) == ("SecretNotOptedIn", False)
     assert "registry-token" in caught.value.message
+
+
+def test_a_secret_opted_in_for_https_only_says_how_to_allow_clear_text() -> None:
+    with pytest.raises(ArtifactFetchError) as caught:
+        check_secret_opt_in(
+            secret({SECRET_HOSTS_ANNOTATION: "127.0.0.1:8765"}),
+            url="http://127.0.0.1:8765/graph.pb",
+            graph_name="pipeline",
+        )
+
+    assert "https only" in caught.value.message
+    assert f"add http://127.0.0.1:8765 to its {SECRET_HOSTS_ANNOTATION}" in caught.value.message
 
 
 def test_a_secret_listing_graphs_serves_only_those_graphs() -> None:

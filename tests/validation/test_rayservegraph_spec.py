@@ -89,6 +89,36 @@ def test_urls_that_cannot_be_fetched_are_refused(url: str, message: str) -> None
     assert error.startswith(f"spec.source.url: {message}")
 
 
+@pytest.mark.parametrize(
+    ("host", "what"),
+    [
+        ("169.254.169.254", "a cloud metadata address (169.254.169.254)"),
+        ("168.63.129.16", "a cloud metadata address (168.63.129.16)"),  # Azure WireServer
+        ("[fd00:ec2::254]", "a cloud metadata address (fd00:ec2::254)"),
+        ("[fd20:ce::254]", "a cloud metadata address (fd20:ce::254)"),
+        ("100.100.100.200", "a cloud metadata address (100.100.100.200)"),
+        ("[::ffff:168.63.129.16]", "a cloud metadata address (168.63.129.16)"),
+        ("169.254.10.1", "a link-local address (169.254.10.1)"),
+        ("0.0.0.0", "an unspecified address (0.0.0.0)"),
+        ("2130706433", "a numeric host that is not a canonical IP address"),
+    ],
+)
+def test_a_url_naming_an_address_the_fetch_always_refuses_is_refused_by_admission(
+    host: str, what: str
+) -> None:
+    (error,) = validate_rayservegraph(with_source(url=f"https://{host}/latest/meta-data/"))
+
+    assert error.startswith("spec.source.url: Invalid value: ")
+    assert error.endswith(f"the host is {what}: the operator never fetches from it")
+
+
+@pytest.mark.parametrize(
+    "url", ["https://127.0.0.1:8443/g.pb", "https://10.0.0.5/g.pb", "https://metadata.example/g"]
+)
+def test_loopback_private_addresses_and_names_are_left_to_the_fetch(url: str) -> None:
+    assert validate_rayservegraph(with_source(url=url)) == []
+
+
 def test_credentials_in_the_url_are_refused_and_never_shown() -> None:
     url = "https://alice:hunter2@registry.example.com/graph.pb?token=s3cr3t"
     (error,) = validate_rayservegraph(with_source(url=url))

@@ -123,6 +123,21 @@ def test_kubectl_apply_of_a_bad_graph_is_refused_with_the_field_path(
     assert kubectl("get", "rayservegraphs", "-n", webhook_namespace, "-o", "name") == ""
 
 
+def test_kubectl_apply_of_a_graph_aimed_at_the_azure_wireserver_is_refused(
+    kubectl: Kubectl, webhook_namespace: str
+) -> None:
+    graph = serve_graph(url="https://168.63.129.16/machine/?comp=goalstate")
+    result = kubectl.run(
+        "apply", "-n", webhook_namespace, "-f", "-", input_text=yaml.safe_dump(graph)
+    )
+    assert result.returncode != 0
+    assert (
+        'spec.source.url: Invalid value: "https://168.63.129.16/machine/": the host is a cloud '
+        "metadata address (168.63.129.16): the operator never fetches from it" in result.stderr
+    )
+    assert kubectl("get", "rayservegraphs", "-n", webhook_namespace, "-o", "name") == ""
+
+
 def test_kubectl_apply_of_a_good_graph_is_admitted_and_an_update_checked(
     kubectl: Kubectl, webhook_namespace: str
 ) -> None:

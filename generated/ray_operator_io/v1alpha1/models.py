@@ -90,13 +90,13 @@ class ServeGraphSource(BaseModel):
     """
     allow_insecure_http: Annotated[bool | None, Field(alias="allowInsecureHTTP")] = None
     """
-    Allow an http:// URL (false when unset). The document and the token then travel unencrypted: for development only.
+    Allow an http:// URL (false when unset). The document then travels unencrypted: for development only. A token goes over http only to a Secret that lists the origin with its scheme, http://host[:port].
     """
     token_secret_ref: Annotated[
         SecretKeyReference | None, Field(alias="tokenSecretRef")
     ] = None
     """
-    A key of a Secret in this namespace whose value is sent as `Authorization: Bearer <value>`. The Secret must opt in: its annotation ray-operator.io/serve-graph-hosts lists the URL's host[:port] (and ray-operator.io/serve-graphs, when present, this graph's name). No token is sent when unset.
+    A key of a Secret in this namespace whose value is sent as `Authorization: Bearer <value>`. The Secret must opt in: its annotation ray-operator.io/serve-graph-hosts lists the URL's host[:port], which means https only (http://host[:port] for an http URL), and ray-operator.io/serve-graphs, when present, this graph's name. No token is sent when unset.
     """
     ca_bundle_secret_ref: Annotated[
         SecretKeyReference | None, Field(alias="caBundleSecretRef")

@@ -34,8 +34,14 @@ allowed, a document refused) after 10, 20, 40 … s — Secrets are not watched,
 noticed that way —, both at most 5 minutes, and no later than the poll interval. A new spec or a
 refresh request fetches at once. Other objects are unaffected: each has its own schedule.
 
-A fetch runs inside the reconcile, bounded by `spec.source.timeoutSeconds` (≤ 300 s): it holds
-one worker that long at most. Nothing here scales with the document on the event loop beyond
+A fetch runs beside the workers, bounded by `spec.source.timeoutSeconds` (≤ 300 s); a reconcile
+waits for the fetch it started a short while (`FETCH_INLINE_WAIT_SECONDS`), one such wait per
+namespace at a time, so a tenant with many graphs whose servers never answer holds one worker
+for moments, not all of them. Fetches go through one `servegraph.fetch.Fetcher` per operator: at
+most `--serve-graph-max-concurrent-fetches` at once, `--serve-graph-max-concurrent-fetches-per-
+namespace` of them for one namespace, waiting ones served namespace by namespace; their names
+are looked up on its own threads, never on the default executor that `compile` and `_parse`
+run on. Nothing here scales with the document on the event loop beyond
 `parse_graph`'s bounds (256 KiB, 64 deployments); Secrets' values never reach a log line, an
 Event, the status or an exception message.
 """
@@ -82,10 +88,10 @@ from ray_operator.servegraph.fetch import (
     Artifact,
     ArtifactFetchError,
     ArtifactRequest,
+    Fetcher,
     FetchPolicy,
     NotModified,
     check_secret_opt_in,
-    fetch_artifact,
 )
 from ray_operator.servegraph.names import (
     MAX_DOCUMENT_BYTES,
@@ -240,11 +246,13 @@ class RayServeGraphController:
         self._store = context.store
         self._client = context.client
         self._events = context.events
-        self._policy = policy
+        self._fetcher = Fetcher(policy)
         self._limits = limits
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic
         self._memory: dict[ObjectKey, GraphMemory] = {}
+        self._waiting_inline: set[str] = set()
+        """Namespaces whose reconcile is waiting for a fetch it started (one at a time)."""
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind == RAY_SERVE_GRAPH:
@@ -352,7 +360,7 @@ class RayServeGraphController:
             # Its failure is taken by a later reconcile, or by nobody when the operator stops
             # first: either way not a "Task exception was never retrieved" at exit.
             memory.pending.add_done_callback(_mark_retrieved)
-            await asyncio.wait((memory.pending,), timeout=FETCH_INLINE_WAIT_SECONDS)
+            await self._wait_inline(rsg["metadata"]["namespace"], memory.pending)
         if not memory.pending.done():
             return
         pending, memory.pending = memory.pending, None
@@ -371,6 +379,18 @@ class RayServeGraphController:
         document = await asyncio.to_thread(self._parse, outcome)
         memory.latest = document
         await self._new_document(rsg, memory, document, stored=stored)
+
+    async def _wait_inline(self, namespace: str, fetch: asyncio.Task[FetchOutcome]) -> None:
+        """Give a fetch just started a moment to finish, so a healthy server's document is
+        deployed in this reconcile; not when another graph of the namespace is already waiting
+        so (its servers may be hanging: they would hold one worker each)."""
+        if namespace in self._waiting_inline:
+            return
+        self._waiting_inline.add(namespace)
+        try:
+            await asyncio.wait((fetch,), timeout=FETCH_INLINE_WAIT_SECONDS)
+        finally:
+            self._waiting_inline.discard(namespace)
 
     def _why_fetch(self, rsg: Object, memory: GraphMemory, *, refresh: str | None) -> str | None:
         """Why a fetch is due now, or None."""
@@ -404,7 +424,7 @@ class RayServeGraphController:
             allow_insecure_http=bool(source.get("allowInsecureHTTP")),
         )
         try:
-            outcome = await fetch_artifact(request, policy=self._policy)
+            outcome = await self._fetcher.fetch(request, namespace=rsg["metadata"]["namespace"])
         except ArtifactFetchError as error:
             raise FetchFailure(error.reason, error.message, retryable=error.retryable) from None
         if isinstance(outcome, NotModified) and memory.latest is None:

@@ -1,12 +1,14 @@
-"""Which network addresses a RayServeGraph fetch may connect to.
+"""Which network addresses a RayServeGraph fetch may connect to: pure rules, no I/O.
 
 An artifact URL comes from a custom resource, so whoever may create a RayServeGraph chooses where
 the operator connects (and, once a Secret opted in, where a token goes). The policy:
 
-- refused always: link-local (169.254.0.0/16, fe80::/10: the cloud metadata endpoints live
-  there), cloud metadata addresses outside it (AWS's IPv6 `fd00:ec2::254`, Alibaba's
-  `100.100.100.200`, Oracle's `192.0.0.192`), multicast, unspecified (`0.0.0.0/8`, `::`; Linux
-  connects `0.0.0.0` to the local host) and reserved ranges;
+- refused always: link-local (169.254.0.0/16, fe80::/10: most cloud metadata endpoints live
+  there), the cloud metadata and host-agent addresses outside it (`METADATA_NETWORKS`: Azure's
+  WireServer `168.63.129.16`, AWS's IPv6 service block, GCP's, Oracle's and Scaleway's IPv6
+  metadata, Alibaba's `100.100.100.200`, Oracle Classic's `192.0.0.192`), multicast,
+  unspecified (`0.0.0.0/8`, `::`; Linux connects `0.0.0.0` to the local host) and reserved
+  ranges;
 - loopback (127.0.0.0/8, `::1`) only when the operator allows it (tests, `make run`): the
   operator's own probes and metrics listen there;
 - private ranges allowed: registries live there.
@@ -15,32 +17,42 @@ IPv6 forms that carry an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compat
 NAT64 `64:ff9b::/96`, 6to4 `2002::/16`, Teredo) are judged by the IPv4 address inside as well, or
 `::ffff:169.254.169.254` would slip through.
 
-Two places apply it, because aiohttp resolves names but connects to IP literals directly
-(`TCPConnector._resolve_host` returns a literal as is): `literal_refusal` on the URL's host before
-each request, and `GuardedResolver` on every address a name resolves to. The resolver check runs
-on the addresses aiohttp then connects to, so DNS rebinding between a check and the connect
-cannot slip a metadata address in.
+Three places apply it: the admission webhook (`validation.rayservegraph`) on an IP literal in
+`spec.source.url`; the fetch (`literal_refusal`) on the URL's host before each request, because
+aiohttp connects to IP literals without resolving them; and `resolution.GuardedResolver` on every
+address a name resolves to, which are the addresses aiohttp then connects to, so DNS rebinding
+between a check and the connect cannot slip a metadata address in.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterator, Sequence
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
-    {
-        ipaddress.IPv4Address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack (link-local anyway)
-        ipaddress.IPv6Address("fd00:ec2::254"),  # AWS IMDS over IPv6: inside fc00::/7 (private)
-        ipaddress.IPv4Address("100.100.100.200"),  # Alibaba Cloud: inside 100.64.0.0/10
-        ipaddress.IPv4Address("192.0.0.192"),  # Oracle Cloud Infrastructure (classic)
-    }
+METADATA_NETWORKS: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        # Inside link-local (refused by that rule too), named so a message says what they are:
+        "169.254.169.254/32",  # IMDS of AWS, GCP, Azure, OCI, OpenStack, DigitalOcean, ...
+        "169.254.170.2/32",  # AWS ECS task credentials
+        "169.254.170.23/32",  # AWS EKS Pod Identity Agent: hands out IAM credentials
+        # Outside every range rule below, so listed or not refused at all:
+        "168.63.129.16/32",  # Azure WireServer: the host node's agent channel, a public address
+        # AWS's IPv6 service block: IMDS ::254, EKS Pod Identity Agent ::23, DNS ::253, NTP ::123
+        # (AWS "IPv6 on AWS", "Set up the Amazon EKS Pod Identity Agent"); private (fc00::/7).
+        "fd00:ec2::/32",
+        "fd20:ce::254/128",  # Google Compute Engine metadata server over IPv6
+        "fd00:c1::a9fe:a9fe/128",  # Oracle Cloud Infrastructure IMDS over IPv6
+        "fd00:42::42/128",  # Scaleway instance metadata over IPv6
+        "100.100.100.200/32",  # Alibaba Cloud ECS metadata: inside 100.64.0.0/10 (shared)
+        "192.0.0.192/32",  # Oracle Cloud Infrastructure Classic metadata
+    )
 )
-"""Cloud metadata endpoints, named explicitly where no range rule below covers them."""
+"""Cloud metadata and host-agent endpoints: they answer any process on the node, often with
+credentials, so a fetch that reaches them lends the node's identity to whoever wrote the URL."""
 
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
@@ -76,45 +88,6 @@ def parse_ip_literal(host: str) -> IPAddress | None:
         return None
 
 
-class AddressRefusedError(OSError):
-    """A name resolved to a refused address. An OSError so aiohttp treats it as a failed lookup
-    (it wraps it in ClientConnectorDNSError); the fetch reads `GuardedResolver.refused`."""
-
-
-class GuardedResolver(AbstractResolver):
-    """Resolves with `inner`, refusing the name if any of its addresses is refused.
-
-    All or nothing: a name resolving to a private address and to the metadata address is
-    hostile, not half-usable. `refused` keeps the first refusal (host, why) for the caller, as
-    aiohttp hands resolver errors on wrapped in its own exception type.
-    """
-
-    def __init__(self, inner: AbstractResolver, *, allow_loopback: bool, owns_inner: bool) -> None:
-        self._inner = inner
-        self._allow_loopback = allow_loopback
-        self._owns_inner = owns_inner
-        self.refused: tuple[str, str] | None = None
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        for result in results:
-            address = parse_ip_literal(result["host"])
-            if address is None:
-                why: str | None = "an address that is not an IP"
-            else:
-                why = refusal(address, allow_loopback=self._allow_loopback)
-            if why is not None:
-                self.refused = self.refused or (host, why)
-                raise AddressRefusedError(f"{host} resolves to {why}")
-        return results
-
-    async def close(self) -> None:
-        if self._owns_inner:
-            await self._inner.close()
-
-
 def _first_refusal(addresses: Sequence[IPAddress], *, allow_loopback: bool) -> str | None:
     for address in addresses:
         why = _own_refusal(address, allow_loopback=allow_loopback)
@@ -126,7 +99,7 @@ def _first_refusal(addresses: Sequence[IPAddress], *, allow_loopback: bool) -> s
 def _own_refusal(address: IPAddress, *, allow_loopback: bool) -> str | None:
     """The rules on one address, without looking inside it. Order matters: Python counts `::1`
     as reserved, so loopback is decided first."""
-    if address in METADATA_ADDRESSES:
+    if any(address in network for network in METADATA_NETWORKS):
         return f"a cloud metadata address ({address})"
     if address.is_loopback:
         return None if allow_loopback else f"a loopback address ({address}), not allowed here"

@@ -5,11 +5,15 @@ and every refusal is an `ArtifactFetchError` with a `reason` (the `Fetched` cond
 a fixed `message` a user can act on, and `retryable` (timeouts, 5xx, connection failures: yes;
 401/403/404 and policy refusals: no, they need a change by a human).
 
-    fetch_artifact(request, policy=...)
-      ├─ URL: https (http only with allow_insecure_http), no user:password@, host allowed by
-      │  the operator (`FetchPolicy.allowed_hosts`), an IP literal judged by `addresses`
+    Fetcher(policy).fetch(request, namespace=...)   the operator's: a slot first (at most
+      │  `max_concurrent_fetches`, `..._per_namespace` of them for one namespace, waiters
+      │  served namespace by namespace), names looked up on `resolution.LookupPool`
+    fetch_artifact(request, policy=...)             one fetch, no slot (tests, tools)
+      ├─ URL: https (http only with allow_insecure_http), no user:password@, origin allowed by
+      │  the operator (`FetchPolicy.allowed_hosts`, `origins`), an IP literal judged by
+      │  `addresses`
       ├─ GET with `Authorization: Bearer`, `If-None-Match`, `Accept-Encoding: identity`;
-      │  names resolved through `addresses.GuardedResolver`; TLS verified (CA bundle optional)
+      │  names resolved through `resolution.GuardedResolver`; TLS verified (CA bundle optional)
       ├─ redirects followed by hand, at most `max_redirects`, same scheme, host and port only:
       │  the token goes to the origin its Secret opted in for and nowhere else
       ├─ 304 → NotModified; 401/403/404/5xx → fixed messages; 200 → content type checked,
@@ -20,7 +24,17 @@ a fixed `message` a user can act on, and `retryable` (timeouts, 5xx, connection 
 Messages never carry the response body, its reason phrase or headers, the URL's userinfo or
 query, nor aiohttp's exception texts (they embed the URL); errors are raised `from None`. As a
 last resort any message containing the token is redacted. `check_secret_opt_in` is the
-confused-deputy guard: a token Secret is only used for hosts (and graphs) it names.
+confused-deputy guard: a token Secret is only used for the origins (and graphs) it names, https
+unless an entry says `http://` (`origins`).
+
+No port scanner: whoever writes the URL chooses host and port, and the operator's network reach
+may exceed theirs (NetworkPolicies that let the operator in). Unless the cluster admin lists the
+allowed hosts (`--serve-graph-allowed-hosts`, then every host fetched is one the admin chose and
+failures say what happened), a fetch that got no HTTP answer — the name did not resolve, the
+connection was refused, reset or timed out, TLS broke off, the bytes were not HTTP — ends in
+one `ConnectionFailed` message, the same for all of them, reported at the fetch's deadline and
+not before: neither its text nor its timing tells a closed port from an open one or a name
+from a missing one. The cause goes to the operator's log, for the admin.
 """
 
 from __future__ import annotations
@@ -31,20 +45,22 @@ import errno
 import hashlib
 import logging
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from ray_operator.servegraph import addresses
+from ray_operator.servegraph import addresses, origins
+from ray_operator.servegraph.fairshare import FairShare
 from ray_operator.servegraph.names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
+from ray_operator.servegraph.origins import DEFAULT_PORTS, Origin
+from ray_operator.servegraph.resolution import GuardedResolver, LookupPool, LookupTimedOutError
 from ray_operator.urls import shown_url
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PORTS = {"https": 443, "http": 80}
 ACCEPTED_CONTENT_TYPES = frozenset(
     {
         "application/x-protobuf",
@@ -72,6 +88,9 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 READ_CHUNK_BYTES = 64 * 1024
 MAX_ETAG_LENGTH = 256
 REDACTED = "<redacted>"
+RESOLVE_TIMEOUT_SECONDS = 10.0
+"""The longest wait for a name's addresses (a thread of the pool, then the answer)."""
+CONNECTION_FAILED = "ConnectionFailed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +98,22 @@ class FetchPolicy:
     """Operator-wide limits on where documents may come from."""
 
     allowed_hosts: frozenset[str] = frozenset()
-    """`host[:port]` entries (port omitted: the scheme's default); empty: any host the token
-    Secret opted in for (`--serve-graph-allowed-hosts`)."""
+    """`[http://]host[:port]` entries (`origins`: without a scheme, https; port omitted: the
+    scheme's default); empty: any host (`--serve-graph-allowed-hosts`). When set, connection
+    failures are reported with their cause."""
     allow_loopback: bool = False
     """Fetch from 127.0.0.0/8 and ::1 (`--serve-graph-allow-loopback`; tests and `make run`)."""
     max_redirects: int = 5
     """Same-origin redirects followed before giving up."""
+    max_concurrent_fetches: int = 8
+    """Fetches under way at once across the operator (`Fetcher`); name lookups likewise."""
+    max_concurrent_fetches_per_namespace: int = 2
+    """Of those, how many one namespace may hold at once."""
+
+    @property
+    def shows_causes(self) -> bool:
+        """Whether connection failures say what happened: only when the admin chose the hosts."""
+        return bool(self.allowed_hosts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,10 +171,11 @@ class ArtifactFetchError(Exception):
 
 
 def check_secret_opt_in(secret: Mapping[str, Any], *, url: str, graph_name: str) -> None:
-    """Raise `SecretNotOptedIn` unless the token Secret names the URL's `host[:port]` in its
-    hosts annotation (port omitted: the scheme's default) and, when it carries the graphs
-    annotation, the graph's name. Without this, anyone allowed to create a RayServeGraph could
-    make the operator send any Secret of the namespace to a URL of their choosing."""
+    """Raise `SecretNotOptedIn` unless the token Secret names the URL's origin in its hosts
+    annotation (`origins`: `host[:port]` means https only, `http://host[:port]` allows clear
+    text) and, when it carries the graphs annotation, the graph's name. Without this, anyone
+    allowed to create a RayServeGraph could make the operator send any Secret of the namespace
+    to a URL of their choosing, or over a wire anyone may read."""
     metadata = secret.get("metadata") or {}
     name = metadata.get("name") or "?"
     annotations = metadata.get("annotations") or {}
@@ -156,13 +186,11 @@ def check_secret_opt_in(secret: Mapping[str, Any], *, url: str, graph_name: str)
     if not isinstance(hosts, str):
         _refuse_opt_in(
             f"the token Secret {name} has no {SECRET_HOSTS_ANNOTATION} annotation: add "
-            f"{_show_host(target)} to it to let it be sent there"
+            f"{origins.entry_for(target)} to it to let it be sent there"
         )
-    if not host_listed(hosts.split(","), scheme=target[0], host=target[1], port=target[2]):
-        _refuse_opt_in(
-            f"the token Secret {name} does not opt in for {_show_host(target)}: add it to its "
-            f"{SECRET_HOSTS_ANNOTATION} annotation"
-        )
+    entries = hosts.split(",")
+    if not origins.origin_listed(entries, target):
+        _refuse_opt_in(_not_opted_in_message(name, entries, target))
     graphs = annotations.get(SECRET_GRAPHS_ANNOTATION)
     if graphs is not None and graph_name not in _comma_list(str(graphs)):
         _refuse_opt_in(
@@ -171,15 +199,47 @@ def check_secret_opt_in(secret: Mapping[str, Any], *, url: str, graph_name: str)
         )
 
 
-def host_listed(entries: Iterable[str], *, scheme: str, host: str, port: int) -> bool:
-    """Whether one of the `host[:port]` entries (IPv6 as `[addr]:port`; port omitted: the
-    scheme's default) names `host:port`. Case, a trailing dot and IP spelling do not matter."""
-    wanted = (_canonical_host(host), port)
-    for entry in entries:
-        parsed = _parse_host_entry(entry.strip(), default_port=DEFAULT_PORTS.get(scheme, 0))
-        if parsed == wanted:
-            return True
-    return False
+def _not_opted_in_message(name: str, entries: list[str], target: Origin) -> str:
+    scheme, host, port = target
+    if scheme == "http" and origins.origin_listed(entries, ("https", host, port)):
+        return (
+            f"the token Secret {name} opts in for {origins.entry_for(('https', host, port))} "
+            "over https only (an entry without a scheme means https); to send it in clear text, "
+            f"add {origins.entry_for(target)} to its {SECRET_HOSTS_ANNOTATION} annotation"
+        )
+    return (
+        f"the token Secret {name} does not opt in for {origins.entry_for(target)}: add it to "
+        f"its {SECRET_HOSTS_ANNOTATION} annotation"
+    )
+
+
+class Fetcher:
+    """The operator's fetches (see the module docstring): a `FairShare` of
+    `policy.max_concurrent_fetches` slots, and a `LookupPool` as large for their names, so a
+    fetch never waits on the event loop's default executor nor holds it."""
+
+    def __init__(self, policy: FetchPolicy) -> None:
+        self._policy = policy
+        self.slots = FairShare(
+            policy.max_concurrent_fetches, per_tenant=policy.max_concurrent_fetches_per_namespace
+        )
+        self.lookups = LookupPool(
+            threads=policy.max_concurrent_fetches,
+            per_tenant=policy.max_concurrent_fetches_per_namespace,
+            timeout=RESOLVE_TIMEOUT_SECONDS,
+        )
+
+    async def fetch(self, request: ArtifactRequest, *, namespace: str) -> Artifact | NotModified:
+        """`fetch_artifact` once a slot of `namespace` is free; the slot is given back before a
+        connection failure waits out its deadline (`_reported`)."""
+        async with self.slots.slot(namespace):
+            try:
+                return await _attempt(
+                    request, policy=self._policy, resolver=self.lookups.resolver(namespace)
+                )
+            except _Unreachable as error:
+                unreachable = error
+        raise await _reported(unreachable, request=request, policy=self._policy)
 
 
 async def fetch_artifact(
@@ -191,8 +251,36 @@ async def fetch_artifact(
     """GET the document (see the module docstring); raise `ArtifactFetchError` for any failure.
 
     `resolver` (the caller keeps it open) replaces aiohttp's default name resolution; the
-    address policy applies to its answers as to any other.
+    address policy applies to its answers as to any other. The operator fetches through a
+    `Fetcher` instead: bounded, fair, and on its own lookup threads.
     """
+    try:
+        return await _attempt(request, policy=policy, resolver=resolver)
+    except _Unreachable as error:
+        raise await _reported(error, request=request, policy=policy) from None
+
+
+class _Unreachable(Exception):  # noqa: N818 (an outcome, never leaves this module)
+    """No HTTP answer: what happened (`reason`, `message`, `retryable`, for the log or an
+    admin-allowed host), the message every such failure shows otherwise (`uniform`, always
+    retryable: the backoff would tell them apart too), and the deadline before which it is not
+    reported (`deadline`, loop time)."""
+
+    def __init__(
+        self, reason: str, message: str, *, retryable: bool, uniform: str, deadline: float
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retryable = retryable
+        self.uniform = uniform
+        self.deadline = deadline
+
+
+async def _attempt(
+    request: ArtifactRequest, *, policy: FetchPolicy, resolver: AbstractResolver | None
+) -> Artifact | NotModified:
+    """The fetch; `ArtifactFetchError` for an answer or a refusal, `_Unreachable` for none."""
     try:
         return await _fetch(request, policy=policy, resolver=resolver)
     except ArtifactFetchError as error:
@@ -200,25 +288,54 @@ async def fetch_artifact(
         if token and (token in error.message or token in error.reason):
             # Last resort: no message above quotes the server, but never trust that blindly.
             raise ArtifactFetchError(
-                error.reason.replace(token, REDACTED),
-                error.message.replace(token, REDACTED),
+                _redact(error.reason, token),
+                _redact(error.message, token),
                 retryable=error.retryable,
             ) from None
         raise
 
 
+async def _reported(
+    error: _Unreachable, *, request: ArtifactRequest, policy: FetchPolicy
+) -> ArtifactFetchError:
+    """What a fetch without an HTTP answer reports: its cause when the admin chose the hosts;
+    otherwise the one uniform message, not before the fetch's deadline (see the module
+    docstring), the cause going to the log only."""
+    token = request.token or REDACTED
+    message = _redact(error.message, token)
+    if policy.shows_causes:
+        return ArtifactFetchError(error.reason, message, retryable=error.retryable)
+    logger.info("fetch failed (reported as %s): %s: %s", CONNECTION_FAILED, error.reason, message)
+    await asyncio.sleep(max(0.0, error.deadline - asyncio.get_running_loop().time()))
+    return ArtifactFetchError(CONNECTION_FAILED, _redact(error.uniform, token), retryable=True)
+
+
+def _redact(text: str, token: str) -> str:
+    return text.replace(token, REDACTED)
+
+
 async def _fetch(
     request: ArtifactRequest, *, policy: FetchPolicy, resolver: AbstractResolver | None
 ) -> Artifact | NotModified:
+    deadline = asyncio.get_running_loop().time() + request.timeout_seconds
     url = _checked_url(request, policy=policy)
     headers = _request_headers(request)
     ssl_context = await _ssl_context(request.ca_bundle) if url.scheme == "https" else False
-    guard = addresses.GuardedResolver(
+    guard = GuardedResolver(
         resolver or aiohttp.ThreadedResolver(),
         allow_loopback=policy.allow_loopback,
         owns_inner=resolver is None,
     )
     logger.debug("fetching the ServeGraph document from %s", shown_url(url))
+
+    def unreachable(reason: str, message: str, *, retryable: bool = True) -> NoReturn:
+        uniform = (
+            f"no document from {_show_origin(url)} within {request.timeout_seconds:g} s: no "
+            "connection, or no complete answer (the cause is shown only for hosts in the "
+            "operator's --serve-graph-allowed-hosts)"
+        )
+        raise _Unreachable(reason, message, retryable=retryable, uniform=uniform, deadline=deadline)
+
     try:
         async with asyncio.timeout(request.timeout_seconds):
             async with _session(guard, ssl_context, request.timeout_seconds) as session:
@@ -226,26 +343,27 @@ async def _fetch(
     except ArtifactFetchError:
         raise
     except TimeoutError:
-        _fail(
+        unreachable(
             "Timeout",
             f"no complete answer from {_show_origin(url)} within {request.timeout_seconds:g} s",
-            retryable=True,
         )
-    except aiohttp.ClientConnectorDNSError:
+    except aiohttp.ClientConnectorDNSError as error:
         if guard.refused is not None:
             host, why = guard.refused
             _fail("AddressRefused", f"{host} resolves to {why}", retryable=False)
-        _fail("ConnectionFailed", _dns_message(url), retryable=True)
-    except (aiohttp.ClientSSLError, ssl.SSLError) as error:
+        unreachable(CONNECTION_FAILED, _dns_message(url, error.os_error))
+    except aiohttp.ClientConnectorCertificateError as error:
+        # The server finished its part of a TLS handshake: as much an answer as a 404 is.
         _fail("TLSError", _tls_message(url, error), retryable=False)
+    except (aiohttp.ClientSSLError, ssl.SSLError) as error:
+        unreachable("TLSError", _tls_message(url, error), retryable=False)
     except aiohttp.ClientConnectorError as error:
-        _fail("ConnectionFailed", _connect_message(url, error.os_error), retryable=True)
+        unreachable(CONNECTION_FAILED, _connect_message(url, error.os_error))
     except (aiohttp.ClientError, OSError):
         # Disconnects, payload errors, malformed responses: the connection, not the request.
-        _fail(
-            "ConnectionFailed",
+        unreachable(
+            CONNECTION_FAILED,
             f"the connection to {_show_origin(url)} failed before a complete answer",
-            retryable=True,
         )
     finally:
         await guard.close()
@@ -347,13 +465,11 @@ def _checked_url(request: ArtifactRequest, *, policy: FetchPolicy) -> URL:
             "the URL carries a user name or password; put the token in spec.source.tokenSecretRef",
             retryable=False,
         )
-    if policy.allowed_hosts and not host_listed(
-        policy.allowed_hosts, scheme=url.scheme, host=url.host, port=_port(url)
-    ):
+    if policy.allowed_hosts and not origins.origin_listed(policy.allowed_hosts, _origin(url)):
         _fail(
             "HostNotAllowed",
-            f"{_show_origin(url)} is not among the hosts this operator may fetch from "
-            "(--serve-graph-allowed-hosts)",
+            f"{origins.entry_for(_origin(url))} is not among the hosts this operator may fetch "
+            "from (--serve-graph-allowed-hosts)",
             retryable=False,
         )
     _check_address(url, policy=policy)
@@ -499,7 +615,9 @@ def _connect_message(url: URL, error: OSError) -> str:
     return f"could not connect to {_show_origin(url)}{cause}"
 
 
-def _dns_message(url: URL) -> str:
+def _dns_message(url: URL, error: OSError) -> str:
+    if isinstance(error, LookupTimedOutError):
+        return f"no answer for {url.host} from DNS within {RESOLVE_TIMEOUT_SECONDS:g} s"
     return f"could not resolve {url.host}"
 
 
@@ -519,11 +637,8 @@ def _refuse_opt_in(message: str) -> NoReturn:
     _fail("SecretNotOptedIn", message, retryable=False)
 
 
-Origin = tuple[str, str, int]
-
-
 def _origin(url: URL) -> Origin:
-    return (url.scheme, _canonical_host(url.host or ""), _port(url))
+    return (url.scheme, origins.canonical_host(url.host or ""), _port(url))
 
 
 def _origin_of(url: str) -> Origin | None:
@@ -540,29 +655,6 @@ def _port(url: URL) -> int:
     return url.port or DEFAULT_PORTS[url.scheme]
 
 
-def _canonical_host(host: str) -> str:
-    address = addresses.parse_ip_literal(host)
-    return str(address) if address is not None else host.lower().rstrip(".")
-
-
-def _parse_host_entry(entry: str, *, default_port: int) -> tuple[str, int] | None:
-    """`host`, `host:port`, `[v6]`, `[v6]:port` or a bare IPv6 address, or None if malformed."""
-    if not entry:
-        return None
-    if addresses.parse_ip_literal(entry) is not None:
-        return _canonical_host(entry), default_port
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        port_text = rest.removeprefix(":") if rest.startswith(":") else rest
-    else:
-        host, _, port_text = entry.partition(":")
-    if not port_text:
-        return _canonical_host(host), default_port
-    if not port_text.isdigit() or len(port_text) > 5:
-        return None
-    return _canonical_host(host), int(port_text)
-
-
 def _comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -571,11 +663,8 @@ def _is_header_safe(value: str) -> bool:
     return bool(value) and value.isascii() and value.isprintable() and " " not in value
 
 
-def _show_host(origin: Origin) -> str:
-    _, host, port = origin
+def _show_origin(url: URL) -> str:
+    """`host:port` of the URL (the scheme is the reader's to know)."""
+    _, host, port = _origin(url)
     shown = f"[{host}]" if ":" in host else host
     return f"{shown}:{port}"
-
-
-def _show_origin(url: URL) -> str:
-    return _show_host(_origin(url))

@@ -4,9 +4,13 @@ Pure: a RayServeGraph (plain dict) in, every violation out, each naming its fiel
 
 - `spec.source`: `url` required, at most 2048 characters, `https://` (`http://` only with
   `allowInsecureHTTP: true`), a host, no `user:password@` (the token belongs in
-  `tokenSecretRef`); `timeoutSeconds` 1–300; `maxBytes` 1–64 MiB; `pollInterval` a Go duration
-  (or whole seconds), 0 (no polling) or at least 10 s; every Secret reference (`tokenSecretRef`,
-  `caBundleSecretRef`, `refresh.secretRef`) a Secret name and a key Kubernetes accepts.
+  `tokenSecretRef`), no host the fetch always refuses when it is an IP literal (link-local,
+  cloud metadata such as `169.254.169.254` and Azure's `168.63.129.16`, unspecified, multicast,
+  reserved, numeric spellings: `servegraph.addresses`; loopback depends on an operator flag and
+  names on DNS, so the fetch judges those); `timeoutSeconds` 1–300; `maxBytes` 1–64 MiB;
+  `pollInterval` a Go duration (or whole seconds), 0 (no polling) or at least 10 s; every
+  Secret reference (`tokenSecretRef`, `caBundleSecretRef`, `refresh.secretRef`) a Secret name
+  and a key Kubernetes accepts.
 - The RayService the graph becomes, with the RayService rules (`validate_rayservice`) on a
   stand-in: its name (`spec.serviceName`, else the graph's own name: a DNS-1035 label of at most
   47 characters), `upgradeStrategy`, `rayClusterDeletionDelaySeconds`, and the RayCluster rules on
@@ -25,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ray_operator.builders.manifest import JSON
+from ray_operator.servegraph.addresses import literal_refusal
 from ray_operator.validation.errors import (
     FieldError,
     forbidden,
@@ -117,6 +122,8 @@ def _url_errors(url: Any, *, insecure: bool) -> Iterator[FieldError]:
         )
     if not parsed.hostname:
         yield invalid(path, shown_url, "the URL has no host")
+    elif (why := literal_refusal(parsed.hostname, allow_loopback=True)) is not None:
+        yield invalid(path, shown_url, f"the host is {why}: the operator never fetches from it")
     if parsed.username is not None or parsed.password is not None:
         yield forbidden(path, "no user or password in the URL: put the token in tokenSecretRef")
 
