@@ -103,7 +103,13 @@ from ray_operator.servegraph.signatures import (
     unix_seconds_of,
     within_window,
 )
-from ray_operator.server import ReadLimits, bounded_application, bounded_runner, start_site
+from ray_operator.server import (
+    ReadLimits,
+    bearer_token,
+    bounded_application,
+    bounded_runner,
+    start_site,
+)
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
@@ -222,11 +228,8 @@ def _body_signature_header(headers: Mapping[str, str]) -> str:
 
 
 def _bearer_token(header: str) -> bytes | None:
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token.encode("utf-8", "surrogateescape")
+    token = bearer_token(header)
+    return None if token is None else token.encode("utf-8", "surrogateescape")
 
 
 def verify(credentials: Credentials, *, secret: bytes) -> bool:
