@@ -13,6 +13,7 @@ All root tasks are named and started in `Operator.run`, in one place:
     watch:<Kind>[:<ns>]  one per watched kind (and namespace)    every replica
     heartbeat            event-loop liveness for /healthz         every replica
     server               /healthz /readyz /metrics                every replica
+    metrics              /metrics over HTTPS to authorized callers, instead (--metrics-auth)
     leader-election      campaign / renew the Lease               every replica
     reconcilers          runs the workers while this replica leads
     resync               re-enqueues everything every resync period, while leading
@@ -64,10 +65,12 @@ from ray_operator.runtime.store import Store, StoreView
 from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
 from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
-from ray_operator.settings import Settings
+from ray_operator.settings import Settings, metrics_need_authentication
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
+
+    from ray_operator.secure_metrics import SecureMetricsServer
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +312,7 @@ class Operator:
         )
         self.components = [factory(component_context) for factory in components]
         self.heartbeat = Heartbeat()
+        self.secure_metrics = self._secure_metrics(api_client)
         self._term: asyncio.Task[None] | None = None  # the workers, while leading
 
     def not_synced(self) -> list[str]:
@@ -347,6 +351,7 @@ class Operator:
             *((watcher.name, watcher.run()) for watcher in self.watchers),
             ("heartbeat", self.heartbeat.run()),
             ("server", serve(self._sites())),
+            *((("metrics", self.secure_metrics.run()),) if self.secure_metrics else ()),
             ("leader-election", self.leadership.run()),
             ("reconcilers", self._reconcile_while_leading()),
             ("resync", self._resync_periodically()),
@@ -391,15 +396,31 @@ class Operator:
         )
         return LeaderElector(client, config, metrics=self.metrics)
 
+    def _secure_metrics(self, client: KubeClient) -> SecureMetricsServer | None:
+        """/metrics over HTTPS to authorized callers (`--metrics-auth`), or None: plain."""
+        if not metrics_need_authentication(self.settings):
+            return None
+        # Imported only here: an operator whose /metrics is plain loads no TLS machinery for it.
+        from ray_operator.secure_metrics import SecureMetricsServer
+
+        # The unguarded client: every replica reviews its scrapers' tokens, leader or not.
+        return SecureMetricsServer(
+            self.metrics,
+            client=client,
+            address=self.settings.metrics_addr,
+            cert_dir=self.settings.metrics_cert_dir,
+        )
+
     def _sites(self) -> list[tuple[str, list[Any], str]]:
-        return [
-            (
-                self.settings.health_addr,
-                probe_routes(heartbeat=self.heartbeat, synced=self.not_synced),
-                "--health-addr",
-            ),
-            (self.settings.metrics_addr, metrics_routes(self.metrics), "--metrics-addr"),
-        ]
+        probes = (
+            self.settings.health_addr,
+            probe_routes(heartbeat=self.heartbeat, synced=self.not_synced),
+            "--health-addr",
+        )
+        if self.secure_metrics is not None:
+            return [probes]
+        metrics = (self.settings.metrics_addr, metrics_routes(self.metrics), "--metrics-addr")
+        return [probes, metrics]
 
     async def _reconcile_while_leading(self) -> NoReturn:
         while True:

@@ -4,7 +4,8 @@
   `interval`; if its last tick is older than `max_lag` the loop is starved or blocked and the
   kubelet should restart us. (A fully blocked loop cannot answer at all, which fails the probe too.)
 - `/readyz` (readiness): 200 once every watcher has listed its kind (the caches are synced).
-- `/metrics`: the Prometheus text exposition of our registry.
+- `/metrics`: the Prometheus text exposition of our registry; with `--metrics-auth=kubernetes`
+  (the default off loopback) served by `secure_metrics` instead, over HTTPS, to authorized callers.
 
 Probes and metrics may share one address or use two (`--health-addr`, `--metrics-addr`). The
 admission webhooks (TLS, `--webhook-port`) are served by `webhooks/component.py`, with the same
@@ -142,15 +143,29 @@ def probe_routes(
     return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
 
 
-def metrics_routes(metrics: Metrics) -> list[web.RouteDef]:
-    """/metrics."""
+MetricsGuard = Callable[[web.Request], Awaitable[web.Response | None]]
+"""Decides who may read /metrics: None serves the request, a response refuses it."""
 
-    async def exposition(_: web.Request) -> web.Response:
+
+def metrics_routes(metrics: Metrics, *, guard: MetricsGuard | None = None) -> list[web.RouteDef]:
+    """/metrics, for every caller or only those `guard` lets through (`secure_metrics`)."""
+
+    async def exposition(request: web.Request) -> web.Response:
+        refusal = await guard(request) if guard is not None else None
+        if refusal is not None:
+            return refusal
         response = web.Response(body=metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE
         return response
 
     return [web.get("/metrics", exposition)]
+
+
+def bearer_token(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, or None."""
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
 
 
 class ListenerInUse(OSError):  # noqa: N818

@@ -10,6 +10,7 @@ wins). Repeatable flags take a comma-separated list from the environment
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import socket
 import uuid
@@ -27,6 +28,7 @@ from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_
 from ray_operator.servegraph.origins import malformed_entries
 
 ENV_PREFIX = "RAY_OPERATOR_"
+METRICS_AUTH_MODES = ("auto", "kubernetes", "none")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -55,7 +57,16 @@ class Settings:
     health_addr: str = ":8082"
     """host:port of /healthz and /readyz (KubeRay's probe port); empty host: all interfaces."""
     metrics_addr: str = ":8080"
-    """host:port of /metrics (KubeRay's metrics port); may equal `health_addr`."""
+    """host:port of /metrics (KubeRay's metrics port); may equal `health_addr` when /metrics is
+    served without authentication."""
+    metrics_auth: str = "auto"
+    """Who may read /metrics: `kubernetes` (HTTPS, a bearer token the API server authenticates
+    and authorizes for `get` on /metrics), `none` (plain HTTP, anyone who reaches the port), or
+    `auto`: `none` on a loopback `metrics_addr`, where only this host's processes reach it, else
+    `kubernetes`. See `secure_metrics`."""
+    metrics_cert_dir: Path | None = None
+    """Directory of `tls.crt` and `tls.key` for /metrics with `metrics_auth` kubernetes (read
+    again every 5 minutes); None: a self-signed certificate made at start."""
     webhook_port: int = 9443
     """Port of the admission webhooks (TLS), served on every replica; 0: no webhooks."""
     max_concurrent_reconciles: int = 4
@@ -189,6 +200,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-addr",
         default=env("metrics-addr", str, defaults.metrics_addr),
         help="host:port for /metrics (default: %(default)s)",
+    )
+    add(
+        "--metrics-auth",
+        type=_metrics_auth,
+        choices=METRICS_AUTH_MODES,
+        default=env("metrics-auth", _metrics_auth, defaults.metrics_auth),
+        help="who may read /metrics: kubernetes (HTTPS; a bearer token allowed `get` on /metrics "
+        "by the API server), none (plain HTTP, anyone), auto (none on a loopback "
+        "--metrics-addr, else kubernetes) (default: %(default)s)",
+    )
+    add(
+        "--metrics-cert-dir",
+        default=env("metrics-cert-dir", str, None),
+        help="directory of tls.crt and tls.key for /metrics over HTTPS (default: a "
+        "self-signed certificate made at start)",
     )
     add(
         "--webhook-port",
@@ -360,7 +386,25 @@ def _batch_scheduler(raw: str) -> str:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The `Settings` described by parsed `run` arguments."""
+    """The `Settings` described by parsed `run` arguments (`ValueError` if they contradict)."""
+    settings = _settings_of(args)
+    if metrics_need_authentication(settings) and _same_listener(
+        settings.metrics_addr, settings.health_addr
+    ):
+        raise ValueError(
+            "/metrics with authentication (--metrics-auth) is served over HTTPS on a listener of "
+            "its own, and the probes stay plain: give --metrics-addr another port than "
+            "--health-addr, or serve /metrics plainly with --metrics-auth=none"
+        )
+    return settings
+
+
+def _same_listener(address: str, other: str) -> bool:
+    here, there = parse_address(address), parse_address(other)
+    return here == there and here[1] != 0
+
+
+def _settings_of(args: argparse.Namespace) -> Settings:
     return Settings(
         identity=args.identity or default_identity(),
         kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
@@ -379,6 +423,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         lease_retry_period=args.lease_retry_period,
         health_addr=args.health_addr,
         metrics_addr=args.metrics_addr,
+        metrics_auth=args.metrics_auth,
+        metrics_cert_dir=Path(args.metrics_cert_dir) if args.metrics_cert_dir else None,
         webhook_port=args.webhook_port,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         max_pods_per_cluster=args.max_pods_per_cluster,
@@ -405,6 +451,26 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         legacy_clusters=args.legacy_clusters,
         batch_scheduler=chosen_batch_scheduler(args),
     )
+
+
+def metrics_need_authentication(settings: Settings) -> bool:
+    """Whether /metrics is served over HTTPS to authorized callers only (`metrics_auth`)."""
+    if settings.metrics_auth != "auto":
+        return settings.metrics_auth == "kubernetes"
+    host, _ = parse_address(settings.metrics_addr)
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a name: whatever it resolves to, assume others can reach it
+
+
+def _metrics_auth(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in METRICS_AUTH_MODES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(METRICS_AUTH_MODES)}")
+    return value
 
 
 def listen_on_loopback(address: str) -> str:

@@ -1,6 +1,7 @@
 """Specification: the RayServeGraph controller's pure decisions — how long a failing fetch waits,
-when a refresh annotation asks for a fetch, how the RayService's cluster fields are patched, and
-what of a URL the status shows."""
+when a refresh annotation asks for a fetch (and that it waits for a failure's backoff and for the
+refresh floor, without being dropped), how the RayService's cluster fields are patched, and what
+of a URL the status shows."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 import pytest
 from ray_operator.builders.serve_graph import build_builder_configmap
 from ray_operator.controllers.rayservegraph import (
+    REFRESH_FLOOR_SECONDS,
     SPEC_HASH_ANNOTATION,
     GraphMemory,
     _cluster_operations,
+    fetch_reason,
     refresh_request,
     retry_delay,
     service_name,
@@ -69,6 +72,52 @@ def test_a_refresh_annotation_that_is_no_timestamp_counts_once_and_a_huge_one_ne
         refresh_request(graph("now please"), {"lastRefreshHandled": "now please"}, memory) is None
     )
     assert refresh_request(graph("x" * 100_000), {}, memory) is None
+
+
+def fetched_once(*, at: float, retry_at: float | None = None) -> GraphMemory:
+    """What a replica remembers after one fetch of generation 1 that started at `at`."""
+    return GraphMemory(
+        attempted_generation=1,
+        last_attempt=at,
+        last_success=None if retry_at is not None else at,
+        failures=1 if retry_at is not None else 0,
+        retry_at=retry_at,
+    )
+
+
+def generation_1(annotation: str | None = None) -> dict[str, Any]:
+    rsg = graph(annotation)
+    rsg["metadata"]["generation"] = 1
+    return rsg
+
+
+def test_a_refresh_fetches_at_once_when_the_last_fetch_is_older_than_the_floor() -> None:
+    memory = fetched_once(at=100.0)
+    now = 100.0 + REFRESH_FLOOR_SECONDS
+    assert fetch_reason(generation_1(LATER), memory, refresh=LATER, now=now) is not None
+    assert fetch_reason(generation_1(), memory, refresh=None, now=now) is None
+
+
+def test_refreshes_never_fetch_more_often_than_the_floor() -> None:
+    memory = fetched_once(at=100.0)
+    for now in (100.0, 101.0, 100.0 + REFRESH_FLOOR_SECONDS - 0.1):
+        assert fetch_reason(generation_1(LATER), memory, refresh=LATER, now=now) is None
+
+
+def test_a_refresh_during_a_backoff_waits_for_its_end_and_is_served_by_the_retry() -> None:
+    memory = fetched_once(at=100.0, retry_at=140.0)  # say a permanent failure, 40 s
+    for now in (110.0, 120.0, 139.9):  # well past the floor, still in the backoff
+        assert fetch_reason(generation_1(LATER), memory, refresh=LATER, now=now) is None
+    assert fetch_reason(generation_1(LATER), memory, refresh=LATER, now=140.0) is not None
+    # Not dropped meanwhile: the annotation still asks, as long as no fetch took it.
+    assert refresh_request(generation_1(LATER), {"lastRefreshHandled": EARLIER}, memory) == LATER
+
+
+def test_a_spec_change_still_fetches_at_once() -> None:
+    memory = fetched_once(at=100.0, retry_at=400.0)
+    changed = generation_1()
+    changed["metadata"]["generation"] = 2
+    assert fetch_reason(changed, memory, refresh=None, now=100.5) == "the spec changed"
 
 
 def test_cluster_fields_are_set_exactly_and_the_hash_stamped() -> None:

@@ -337,9 +337,53 @@ def test_prometheus_overlay_scrapes_the_metrics_service(default: list[Manifest])
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
     assert monitor["spec"]["endpoints"] == [
-        {"port": "metrics", "path": "/metrics", "scheme": "http", "interval": "30s"}
+        {
+            "port": "metrics",
+            "path": "/metrics",
+            "scheme": "https",
+            # Prometheus's own token: the operator checks it with the API server.
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "tlsConfig": {"insecureSkipVerify": True},
+            "interval": "30s",
+        }
     ]
     assert [port["name"] for port in service["spec"]["ports"]] == ["metrics"]
+
+
+# --- who may read /metrics ---------------------------------------------------------------------
+
+
+def test_the_operator_serves_metrics_only_to_authorized_callers(default: list[Manifest]) -> None:
+    arguments = parse_run_arguments(manager_container(default)["args"])
+    assert arguments.metrics_auth == "kubernetes"
+    grant = the(default, "ClusterRole", "ray-operator-metrics-auth")
+    granted = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in grant["rules"]}
+    assert granted == {
+        ("authentication.k8s.io", "tokenreviews"): ["create"],
+        ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
+    }
+    binding = the(default, "ClusterRoleBinding", "ray-operator-metrics-auth")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": DEFAULT_NAMESPACE}
+    ]
+
+
+def test_reading_metrics_is_a_role_of_its_own_bound_to_no_one(default: list[Manifest]) -> None:
+    reader = the(default, "ClusterRole", "ray-operator-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = of_kind(default, "ClusterRoleBinding", "RoleBinding")
+    bound = {binding["roleRef"]["name"] for binding in bindings}
+    assert "ray-operator-metrics-reader" not in bound
+
+
+def test_the_namespaced_operator_serves_plain_metrics_of_its_own_namespace(
+    namespaced: list[Manifest],
+) -> None:
+    # TokenReview needs a ClusterRole, which this install cannot have; its metrics name only
+    # objects of the namespace it watches.
+    arguments = parse_run_arguments(manager_container(namespaced)["args"])
+    assert arguments.metrics_auth == "none"
+    assert arguments.namespaces == ["pod-ns"]
 
 
 def test_config_readme_install_commands_name_overlays_that_exist() -> None:

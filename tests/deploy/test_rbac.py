@@ -285,6 +285,24 @@ def test_operator_cannot_grant_itself_cluster_wide_rights(kubectl: Kubectl) -> N
 
 
 @pytest.mark.usefixtures("default_install")
+def test_operator_may_ask_who_a_metrics_caller_is_and_whether_it_may_read(
+    kubectl: Kubectl,
+) -> None:
+    # --metrics-auth=kubernetes: a TokenReview and a SubjectAccessReview per new scraper token.
+    assert can_i(kubectl, OPERATOR, "create", "tokenreviews.authentication.k8s.io")
+    assert can_i(kubectl, OPERATOR, "create", "subjectaccessreviews.authorization.k8s.io")
+
+
+@pytest.mark.usefixtures("default_install")
+def test_nobody_reads_metrics_until_the_reader_role_is_bound(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    for user in (OPERATOR, service_account_user(namespace, "default")):
+        result = kubectl.run("auth", "can-i", "get", "/metrics", f"--as={user}")
+        assert result.stdout.strip() == "no", result.stderr
+
+
+@pytest.mark.usefixtures("default_install")
 def test_operator_can_create_the_autoscaler_role_it_grants_per_cluster(
     kubectl: Kubectl, namespace: str
 ) -> None:
@@ -377,6 +395,14 @@ def test_namespaced_operator_cannot_list_anything_cluster_wide(
         "leases.coordination.k8s.io",
     ):
         assert not can_i(kubectl, user, "list", resource)
+
+
+def test_namespaced_operator_cannot_review_tokens(
+    kubectl: Kubectl, tenant_install: TenantInstall
+) -> None:
+    # Cluster-scoped reviews need a ClusterRole: its /metrics stays plain (--metrics-auth=none).
+    user = tenant_operator(tenant_install)
+    assert not can_i(kubectl, user, "create", "tokenreviews.authentication.k8s.io")
 
 
 def test_namespaced_operator_reads_no_secrets_even_in_its_own_namespace(

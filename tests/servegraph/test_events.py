@@ -1,7 +1,9 @@
 """Specification: the RayServeGraph event endpoint refuses whoever cannot prove the object's
 shared secret (401 without credentials, before any lookup; 403 with wrong ones), answers 404 for
-objects it does not know, takes a bearer token, an HMAC signature or a signed CloudEvent, and
-turns a burst of events into one annotation patch.
+objects it does not know, takes a bearer token, a signature over the time, the object and the
+body, or a signed CloudEvent — each signature once and within five minutes (403 stale, 409
+replayed; a body-only signature is refused on the refresh route) — and turns a burst of events
+into one annotation patch.
 
 The HTTP tests run the real endpoint (`ServeGraphEvents`) on loopback against the real API
 server; the pure parts (credentials, CloudEvents, coalescing) are tested on their own first.
@@ -13,6 +15,7 @@ import asyncio
 import base64
 import datetime
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,20 +30,29 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import NotFound
 from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET
 from ray_operator.servegraph.events import (
-    SIGNATURE_HEADER,
+    CloudEventReference,
     Credentials,
     RefreshCoalescer,
+    RefreshEndpoint,
     RefusedError,
     SecretCache,
     ServeGraphEvents,
-    cloudevent_subject,
-    credentials_of,
+    cloudevent_credentials,
+    presents_credentials,
+    read_cloudevent,
+    refresh_credentials,
     refresh_secret_value,
     refresh_timestamp,
-    sign,
     verify,
 )
 from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION, SECRET_GRAPHS_ANNOTATION
+from ray_operator.servegraph.signatures import (
+    BODY_SIGNATURE_HEADER,
+    GITHUB_BODY_SIGNATURE_HEADER,
+    REFRESH_SIGNATURE_HEADER,
+    sign_body,
+    sign_refresh,
+)
 from ray_operator.settings import Settings, settings_from_args
 from ray_operator.webhooks import WebhookOptions
 
@@ -54,49 +66,65 @@ GRAPH = "pipeline"
 # --- credentials ------------------------------------------------------------------------------
 
 
-def test_no_usable_credentials_is_none() -> None:
-    assert credentials_of({}) is None
-    assert credentials_of({"Authorization": "Basic dXNlcjpwdw=="}) is None
-    assert credentials_of({"Authorization": "Bearer "}) is None
-    assert credentials_of({SIGNATURE_HEADER: "sha1=" + "0" * 40}) is None
-    assert credentials_of({SIGNATURE_HEADER: "sha256=not-hex"}) is None
+def refresh_headers(
+    *, namespace: str = "ns1", name: str = GRAPH, body: bytes = b"", at: int | None = None
+) -> dict[str, str]:
+    """A correctly signed refresh request's headers (signed now unless `at` says when)."""
+    moment = int(time.time()) if at is None else at
+    value = sign_refresh(SECRET_VALUE, namespace=namespace, name=name, body=body, at=moment)
+    return {REFRESH_SIGNATURE_HEADER: value}
+
+
+def test_no_usable_credentials_is_401() -> None:
+    for headers in (
+        {},
+        {"Authorization": "Basic dXNlcjpwdw=="},
+        {"Authorization": "Bearer "},
+        {REFRESH_SIGNATURE_HEADER: "t=1,v1=not-hex"},
+        {BODY_SIGNATURE_HEADER: "sha1=" + "0" * 40},
+    ):
+        assert not presents_credentials(headers)
+        with pytest.raises(RefusedError) as refused:
+            refresh_credentials(headers, namespace="ns1", name=GRAPH, body=b"")
+        assert refused.value.status == 401
 
 
 def test_a_bearer_token_verifies_only_against_its_secret() -> None:
-    credentials = credentials_of({"Authorization": "Bearer " + SECRET_VALUE.decode()})
-    assert credentials is not None
-    assert verify(credentials, secret=SECRET_VALUE, body=b"")
-    assert not verify(credentials, secret=SECRET_VALUE + b"x", body=b"")
+    credentials = refresh_credentials(bearer(), namespace="ns1", name=GRAPH, body=b"")
+    assert verify(credentials, secret=SECRET_VALUE)
+    assert not verify(credentials, secret=SECRET_VALUE + b"x")
     assert SECRET_VALUE.decode() not in repr(credentials)
 
 
-def test_a_signature_verifies_only_for_its_body_and_secret() -> None:
-    body = b'{"hello": "world"}'
-    credentials = credentials_of({SIGNATURE_HEADER: sign(body, secret=SECRET_VALUE)})
-    assert credentials is not None
-    assert verify(credentials, secret=SECRET_VALUE, body=body)
-    assert not verify(credentials, secret=SECRET_VALUE, body=body + b" ")
-    assert not verify(credentials, secret=b"other", body=body)
+def test_a_refresh_signature_verifies_only_for_its_object_and_body() -> None:
+    headers = refresh_headers(body=b'{"model": "v2"}')
+    credentials = refresh_credentials(headers, namespace="ns1", name=GRAPH, body=b'{"model": "v2"}')
+    assert verify(credentials, secret=SECRET_VALUE)
+    for namespace, name, body in (("ns2", GRAPH, b'{"model": "v2"}'), ("ns1", GRAPH, b"{}")):
+        moved = refresh_credentials(headers, namespace=namespace, name=name, body=body)
+        assert not verify(moved, secret=SECRET_VALUE)
 
 
-def test_githubs_signature_header_is_accepted_too() -> None:
+def test_a_body_only_signature_is_refused_on_the_refresh_route_saying_why() -> None:
+    # GitHub's scheme signs the body alone: a captured request would verify forever.
     body = b'{"ref": "refs/heads/main"}'
-    credentials = credentials_of({"X-Hub-Signature-256": sign(body, secret=SECRET_VALUE)})
-    assert credentials is not None
-    assert verify(credentials, secret=SECRET_VALUE, body=body)
+    for header in (BODY_SIGNATURE_HEADER, GITHUB_BODY_SIGNATURE_HEADER):
+        headers = {header: sign_body(body, secret=SECRET_VALUE)}
+        assert presents_credentials(headers)  # a credential, just not one this route takes
+        with pytest.raises(RefusedError) as refused:
+            refresh_credentials(headers, namespace="ns1", name=GRAPH, body=body)
+        assert refused.value.status == 401
+        assert REFRESH_SIGNATURE_HEADER in refused.value.text
 
 
 def test_every_credential_presented_must_verify() -> None:
-    body = b"{}"
-    credentials = credentials_of(
-        {"Authorization": "Bearer wrong", SIGNATURE_HEADER: sign(body, secret=SECRET_VALUE)}
-    )
-    assert credentials is not None
-    assert not verify(credentials, secret=SECRET_VALUE, body=body)
+    headers = {"Authorization": "Bearer wrong", **refresh_headers()}
+    credentials = refresh_credentials(headers, namespace="ns1", name=GRAPH, body=b"")
+    assert not verify(credentials, secret=SECRET_VALUE)
 
 
 def test_an_empty_secret_never_verifies() -> None:
-    assert not verify(Credentials(bearer=b""), secret=b"", body=b"")
+    assert not verify(Credentials(bearer=b""), secret=b"")
 
 
 def test_the_secret_must_opt_in_for_the_graph() -> None:
@@ -136,20 +164,36 @@ def test_refresh_timestamps_are_utc_with_microseconds() -> None:
 # --- CloudEvents --------------------------------------------------------------------------------
 
 
-def cloudevent(subject: str = f"namespaces/ns1/rayservegraphs/{GRAPH}", **extra: Any) -> bytes:
+def cloudevent(
+    subject: str = f"namespaces/ns1/rayservegraphs/{GRAPH}",
+    *,
+    at: float | None = None,
+    **extra: Any,
+) -> bytes:
+    """A CloudEvent naming the graph, its `time` now (or `at`, Unix seconds)."""
+    moment = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
     event = {
         "specversion": "1.0",
         "id": "e-1",
         "source": "https://ci.example.com",
         "type": "com.example.model.published",
         "subject": subject,
+        "time": moment.isoformat().replace("+00:00", "Z"),
         **extra,
     }
     return json.dumps(event).encode()
 
 
-def test_a_cloudevent_names_the_object_in_its_subject() -> None:
-    assert cloudevent_subject(cloudevent(data={"digest": "sha256:..."})) == ("ns1", GRAPH)
+def test_a_cloudevent_names_the_object_in_its_subject_and_its_time() -> None:
+    event = read_cloudevent(cloudevent(data={"digest": "sha256:..."}, at=1_789_992_000))
+    assert event == CloudEventReference("ns1", GRAPH, 1_789_992_000)
+    assert read_cloudevent(_without_time()).signed_at is None
+
+
+def _without_time() -> bytes:
+    event = json.loads(cloudevent())
+    del event["time"]
+    return json.dumps(event).encode()
 
 
 @pytest.mark.parametrize(
@@ -162,11 +206,44 @@ def test_a_cloudevent_names_the_object_in_its_subject() -> None:
         cloudevent(subject="rayservegraphs/pipeline"),
         cloudevent(subject="namespaces/ns1/rayservices/pipeline"),
         cloudevent(id=""),
+        cloudevent(time="yesterday"),
+        cloudevent(time="2026-09-21"),
     ],
 )
 def test_what_is_not_a_cloudevent_naming_a_rayservegraph_is_a_400(body: bytes) -> None:
     with pytest.raises(RefusedError) as refused:
-        cloudevent_subject(body)
+        read_cloudevent(body)
+    assert refused.value.status == 400
+
+
+def test_a_body_signed_cloudevent_takes_its_time_from_the_event() -> None:
+    body = cloudevent(at=1_789_992_000)
+    for header in (BODY_SIGNATURE_HEADER, GITHUB_BODY_SIGNATURE_HEADER):
+        credentials = cloudevent_credentials(
+            {header: sign_body(body, secret=SECRET_VALUE)}, event=read_cloudevent(body), body=body
+        )
+        assert credentials.signature is not None
+        assert credentials.signature.signed_at == 1_789_992_000
+        assert verify(credentials, secret=SECRET_VALUE)
+
+
+def test_a_body_signed_cloudevent_without_time_is_a_400() -> None:
+    body = _without_time()
+    headers = {BODY_SIGNATURE_HEADER: sign_body(body, secret=SECRET_VALUE)}
+    with pytest.raises(RefusedError) as refused:
+        cloudevent_credentials(headers, event=read_cloudevent(body), body=body)
+    assert refused.value.status == 400
+    assert '"time"' in refused.value.text
+
+
+def test_a_cloudevent_may_carry_the_refresh_signature_of_its_subject_but_not_two() -> None:
+    body = _without_time()  # the header's t= is the time then
+    event = read_cloudevent(body)
+    headers = refresh_headers(body=body)
+    assert verify(cloudevent_credentials(headers, event=event, body=body), secret=SECRET_VALUE)
+    both = {**headers, BODY_SIGNATURE_HEADER: sign_body(body, secret=SECRET_VALUE)}
+    with pytest.raises(RefusedError) as refused:
+        cloudevent_credentials(both, event=event, body=body)
     assert refused.value.status == 400
 
 
@@ -371,9 +448,15 @@ async def test_a_wrong_bearer_token_is_403_and_changes_nothing(endpoint: Endpoin
 
 async def test_a_forged_signature_is_403(endpoint: Endpoint) -> None:
     body = b'{"reason": "new model"}'
-    for signature in (sign(body, secret=b"guess"), sign(b"other body", secret=SECRET_VALUE)):
+    now = int(time.time())
+    namespace = endpoint.namespace
+    for value in (
+        sign_refresh(b"guess", namespace=namespace, name=GRAPH, body=body, at=now),
+        sign_refresh(SECRET_VALUE, namespace=namespace, name=GRAPH, body=b"other", at=now),
+        sign_refresh(SECRET_VALUE, namespace=namespace, name="other", body=body, at=now),
+    ):
         status, _ = await endpoint.post(
-            endpoint.refresh_url(), body=body, headers={SIGNATURE_HEADER: signature}
+            endpoint.refresh_url(), body=body, headers={REFRESH_SIGNATURE_HEADER: value}
         )
         assert status == 403
     assert await endpoint.annotation() is None
@@ -415,24 +498,93 @@ async def test_the_right_bearer_token_requests_a_refresh(endpoint: Endpoint) -> 
 
 async def test_a_valid_signature_requests_a_refresh(endpoint: Endpoint) -> None:
     body = b'{"model": "v2"}'
-    status, text = await endpoint.post(
-        endpoint.refresh_url(),
-        body=body,
-        headers={SIGNATURE_HEADER: sign(body, secret=SECRET_VALUE)},
-    )
+    headers = refresh_headers(namespace=endpoint.namespace, body=body)
+    status, text = await endpoint.post(endpoint.refresh_url(), body=body, headers=headers)
     assert status == 202
     assert await endpoint.annotation() == json.loads(text)["refreshRequestedAt"]
+
+
+async def test_a_replayed_signature_is_409_and_changes_nothing(endpoint: Endpoint) -> None:
+    headers = refresh_headers(namespace=endpoint.namespace)
+    status, _ = await endpoint.post(endpoint.refresh_url(), headers=headers)
+    assert status == 202
+    stamp = await endpoint.annotation()
+    status, text = await endpoint.post(endpoint.refresh_url(), headers=headers)
+    assert status == 409, text
+    assert await endpoint.annotation() == stamp
+    assert endpoint.events.endpoint.coalescer.patches == 1
+
+
+async def test_a_signature_outside_the_window_is_403_before_any_lookup(endpoint: Endpoint) -> None:
+    now = int(time.time())
+    for at in (now - 301 - 5, now + 301 + 5):  # 5 s of margin for the test's own pace
+        for name in (GRAPH, "no-such-graph"):  # decided before the lookup: never a 404
+            headers = refresh_headers(namespace=endpoint.namespace, name=name, at=at)
+            status, text = await endpoint.post(endpoint.refresh_url(name), headers=headers)
+            assert status == 403, text
+            assert "clock" in text
+    assert await endpoint.annotation() is None
+
+
+async def test_a_body_only_signature_on_the_refresh_route_is_401(endpoint: Endpoint) -> None:
+    body = b'{"ref": "refs/heads/main"}'
+    headers = {GITHUB_BODY_SIGNATURE_HEADER: sign_body(body, secret=SECRET_VALUE)}
+    status, text = await endpoint.post(endpoint.refresh_url(), body=body, headers=headers)
+    assert status == 401
+    assert REFRESH_SIGNATURE_HEADER in text
+    assert await endpoint.annotation() is None
+
+
+async def test_a_request_that_failed_after_its_signature_was_admitted_may_be_retried(
+    endpoint: Endpoint,
+) -> None:
+    # The graph vanishes between the lookup and the patch: 404, and the same signed request
+    # may be sent again (it is no replay: nothing was recorded).
+    async def stale_lookup(namespace: str, name: str) -> dict[str, Any]:
+        return graph_manifest(name)
+
+    opted_in = {"metadata": {"annotations": {SECRET_GRAPHS_ANNOTATION: f"{GRAPH},vanished"}}}
+    await endpoint.client.patch(SECRET, "graph-hook", opted_in, namespace=endpoint.namespace)
+    refresh = RefreshEndpoint(endpoint.client, lookup=stale_lookup, coalesce_seconds=0.01)
+    credentials = refresh_credentials(
+        refresh_headers(namespace=endpoint.namespace, name="vanished"),
+        namespace=endpoint.namespace,
+        name="vanished",
+        body=b"",
+    )
+    try:
+        for _ in range(2):
+            with pytest.raises(RefusedError) as refused:
+                await refresh.refresh(endpoint.namespace, "vanished", credentials=credentials)
+            assert refused.value.status == 404
+        assert len(refresh.replays) == 0
+    finally:
+        await refresh.close()
 
 
 async def test_a_signed_cloudevent_naming_the_object_requests_a_refresh(endpoint: Endpoint) -> None:
     body = cloudevent(subject=f"namespaces/{endpoint.namespace}/rayservegraphs/{GRAPH}")
     headers = {
         "Content-Type": "application/cloudevents+json",
-        SIGNATURE_HEADER: sign(body, secret=SECRET_VALUE),
+        BODY_SIGNATURE_HEADER: sign_body(body, secret=SECRET_VALUE),
     }
     status, text = await endpoint.post(f"{endpoint.base}/events", body=body, headers=headers)
     assert status == 202
     assert await endpoint.annotation() == json.loads(text)["refreshRequestedAt"]
+    status, _ = await endpoint.post(f"{endpoint.base}/events", body=body, headers=headers)
+    assert status == 409
+
+
+async def test_a_stale_signed_cloudevent_is_403(endpoint: Endpoint) -> None:
+    subject = f"namespaces/{endpoint.namespace}/rayservegraphs/{GRAPH}"
+    body = cloudevent(subject=subject, at=time.time() - 3600)
+    headers = {
+        "Content-Type": "application/cloudevents+json",
+        BODY_SIGNATURE_HEADER: sign_body(body, secret=SECRET_VALUE),
+    }
+    status, _ = await endpoint.post(f"{endpoint.base}/events", body=body, headers=headers)
+    assert status == 403
+    assert await endpoint.annotation() is None
 
 
 async def test_a_cloudevent_without_credentials_is_401_before_it_is_read(

@@ -71,7 +71,7 @@ class ServeGraphRefresh(BaseModel):
     )
     secret_ref: Annotated[SecretKeyReference, Field(alias="secretRef")]
     """
-    A key of a Secret in this namespace: callers send it as `Authorization: Bearer <value>`, or sign the request body with it (X-Signature-256: sha256=<hex HMAC-SHA256>). The Secret must opt in: its annotation ray-operator.io/serve-graphs lists this graph's name.
+    A key of a Secret in this namespace: callers send it as `Authorization: Bearer <value>`, or sign each request with it (Ray-Operator-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of the time, the object and the body>; a CloudEvent may instead carry X-Signature-256 over its body, which must then hold `time`). A signature is accepted once, within 5 minutes of the operator's clock. The Secret must opt in: its annotation ray-operator.io/serve-graphs lists this graph's name.
     """
 
 

@@ -31,8 +31,13 @@ keep mirroring the RayService's readiness (`Deployed`) while the document cannot
 our own status writes re-enqueue the key. A retryable failure (timeout, 5xx, connection) is
 retried after 1, 2, 4 … s, a permanent one (401/403/404, a Secret not opted in, a host not
 allowed, a document refused) after 10, 20, 40 … s — Secrets are not watched, so a fixed one is
-noticed that way —, both at most 5 minutes, and no later than the poll interval. A new spec or a
-refresh request fetches at once. Other objects are unaffected: each has its own schedule.
+noticed that way —, both at most 5 minutes, and no later than the poll interval. A new spec
+fetches at once. A refresh request fetches at once too, unless a fetch started less than
+`REFRESH_FLOOR_SECONDS` ago or a failure's backoff runs: then it waits for that moment, and is
+served then, never dropped (the annotation stays newer than `lastRefreshHandled` until a fetch
+takes it). So whoever can request refreshes — the event endpoint's callers, anyone who may patch
+the annotation — cannot make the operator fetch faster than the floor, nor through a backoff
+(issue 28, finding 8). Other objects are unaffected: each has its own schedule.
 
 A fetch runs beside the workers, bounded by `spec.source.timeoutSeconds` (≤ 300 s); a reconcile
 waits for the fetch it started a short while (`FETCH_INLINE_WAIT_SECONDS`), one such wait per
@@ -139,6 +144,9 @@ FETCH_INLINE_WAIT_SECONDS = 2.0
 the document is deployed in the same reconcile; a slow or hostile one (up to `timeoutSeconds`,
 300 s at most) then finishes in the background while the worker serves other objects."""
 PENDING_FETCH_RECHECK_SECONDS = 1.0
+REFRESH_FLOOR_SECONDS = 5.0
+"""A refresh request starts a fetch no sooner than this after the previous fetch started: a flood
+of refreshes costs at most one fetch per 5 s (and none during a failure's backoff)."""
 _DUE_SLACK_SECONDS = 0.05  # timers fire a hair early; a due time this close counts as reached
 
 FetchOutcome = Artifact | NotModified
@@ -189,6 +197,8 @@ class GraphMemory:
     """The spec generation of the last fetch attempt."""
     last_success: float | None = None
     """Monotonic time of the last fetch that worked (the poll interval counts from it)."""
+    last_attempt: float | None = None
+    """Monotonic time the last fetch started (the refresh floor counts from it)."""
     failures: int = 0
     """Fetch failures in a row."""
     retry_at: float | None = None
@@ -305,7 +315,7 @@ class RayServeGraphController:
         )
         # A conflicting RayService or ConfigMap is not ours to watch: look again later.
         in_conflict = not rayservice.owned or conflict is not None
-        return Result(requeue_after=self.next_look(rsg, memory, conflict=in_conflict))
+        return Result(requeue_after=self.next_look(rsg, memory, stored, conflict=in_conflict))
 
     # --- the spec ------------------------------------------------------------------------------
 
@@ -347,15 +357,17 @@ class RayServeGraphController:
             memory.forget()  # it fetches for a spec that is no more
         if memory.pending is None:
             refresh = refresh_request(rsg, stored, memory)
-            why = self._why_fetch(rsg, memory, refresh=refresh)
+            now = self._monotonic() + _DUE_SLACK_SECONDS
+            why = fetch_reason(rsg, memory, refresh=refresh, now=now)
             if why is None:
                 return
             logger.info("fetching the graph document (%s)", why)
             if generation != memory.attempted_generation:
                 memory.failures = 0  # a new spec starts a new backoff
             memory.attempted_generation = generation
+            memory.last_attempt = self._monotonic()
             if refresh is not None:
-                memory.refresh_handled = refresh
+                memory.refresh_handled = refresh  # whatever the reason, this fetch serves it
             memory.pending = asyncio.create_task(self._fetch(rsg, memory))
             # Its failure is taken by a later reconcile, or by nobody when the operator stops
             # first: either way not a "Task exception was never retrieved" at exit.
@@ -391,22 +403,6 @@ class RayServeGraphController:
             await asyncio.wait((fetch,), timeout=FETCH_INLINE_WAIT_SECONDS)
         finally:
             self._waiting_inline.discard(namespace)
-
-    def _why_fetch(self, rsg: Object, memory: GraphMemory, *, refresh: str | None) -> str | None:
-        """Why a fetch is due now, or None."""
-        now = self._monotonic() + _DUE_SLACK_SECONDS
-        if memory.attempted_generation is None:
-            return "first look at this object"
-        if int(rsg["metadata"].get("generation") or 0) != memory.attempted_generation:
-            return "the spec changed"
-        if refresh is not None:
-            return f"refresh requested at {refresh}"
-        if memory.retry_at is not None:
-            return "retrying after a failure" if now >= memory.retry_at else None
-        poll = _poll_seconds(rsg)
-        if poll and memory.last_success is not None and now >= memory.last_success + poll:
-            return "poll interval elapsed"
-        return None
 
     async def _fetch(self, rsg: Object, memory: GraphMemory) -> FetchOutcome:
         """One fetch: the Secrets (by name, opt-in checked), then the GET; raises FetchFailure."""
@@ -803,8 +799,10 @@ class RayServeGraphController:
         except NotFound:
             return
 
-    def next_look(self, rsg: Object, memory: GraphMemory, *, conflict: bool) -> float | None:
-        """Seconds until a fetch is due again (a retry or a poll), if any."""
+    def next_look(
+        self, rsg: Object, memory: GraphMemory, stored: Object, *, conflict: bool
+    ) -> float | None:
+        """Seconds until a fetch is due again (a retry, a waiting refresh or a poll), if any."""
         now = self._monotonic()
         due: list[float] = []
         if memory.pending is not None:
@@ -812,6 +810,8 @@ class RayServeGraphController:
         if memory.retry_at is not None:
             due.append(memory.retry_at - now)
         else:
+            if refresh_request(rsg, stored, memory) is not None:
+                due.append(refresh_allowed_at(memory) - now)
             poll = _poll_seconds(rsg)
             if poll and memory.last_success is not None:
                 due.append(memory.last_success + poll - now)
@@ -863,6 +863,33 @@ def retry_delay(failures: int, *, retryable: bool, poll: float | None) -> float:
     base = RETRY_BASE_SECONDS if retryable else PERMANENT_RETRY_BASE_SECONDS
     delay = min(RETRY_CAP_SECONDS, base * 2.0 ** min(max(failures - 1, 0), 32))
     return min(delay, poll) if poll else delay
+
+
+def fetch_reason(
+    rsg: Object, memory: GraphMemory, *, refresh: str | None, now: float
+) -> str | None:
+    """Why a fetch is due at monotonic time `now`, or None (`refresh`: a refresh request's value
+    not yet handled)."""
+    if memory.attempted_generation is None:
+        return "first look at this object"
+    if int(rsg["metadata"].get("generation") or 0) != memory.attempted_generation:
+        return "the spec changed"
+    if memory.retry_at is not None:
+        # A refresh waits for the backoff's end too; the retry then serves it.
+        return "retrying after a failure" if now >= memory.retry_at else None
+    if refresh is not None and now >= refresh_allowed_at(memory):
+        return f"refresh requested at {refresh}"
+    poll = _poll_seconds(rsg)
+    if poll and memory.last_success is not None and now >= memory.last_success + poll:
+        return "poll interval elapsed"
+    return None
+
+
+def refresh_allowed_at(memory: GraphMemory) -> float:
+    """The monotonic time from which a refresh request may start a fetch (the floor)."""
+    if memory.last_attempt is None:
+        return float("-inf")
+    return memory.last_attempt + REFRESH_FLOOR_SECONDS
 
 
 def refresh_request(rsg: Object, stored: Object, memory: GraphMemory) -> str | None:
@@ -977,7 +1004,9 @@ __all__ = [
     "FINALIZER",
     "SPEC_HASH_ANNOTATION",
     "RayServeGraphController",
+    "fetch_reason",
     "rayservegraph_controller",
+    "refresh_allowed_at",
     "refresh_request",
     "retry_delay",
     "service_name",

@@ -150,6 +150,15 @@ LEGACY_RAY_CLUSTER: Final[Kind[JSON]] = Kind(
 """The RayCluster of Ray's legacy Python operator, served with `--legacy-clusters`: converted
 into a ray.io RayCluster of the same name, which it owns."""
 
+TOKEN_REVIEW: Final[Kind[JSON]] = Kind(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
+SUBJECT_ACCESS_REVIEW: Final[Kind[JSON]] = Kind(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+"""Who a bearer token is, and whether it may `get` /metrics (`--metrics-auth=kubernetes`):
+created, answered in the response, never stored."""
+
 ISSUER: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "issuers", "Issuer")
 CERTIFICATE: Final[Kind[JSON]] = Kind("cert-manager.io", "v1", "certificates", "Certificate")
 CERT_MANAGER_KINDS: tuple[Kind, ...] = (ISSUER, CERTIFICATE)

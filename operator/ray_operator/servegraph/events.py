@@ -11,18 +11,33 @@ headers within 10 s, the body within 10 s and at most 64 KiB (408/413 otherwise)
 
 Authentication, per object, against the Secret named by its `spec.refresh.secretRef` (the
 Secret must opt in: its `ray-operator.io/serve-graphs` annotation lists the graph's name, or a
-RayServeGraph could turn any Secret of its namespace into a password-guessing oracle):
-`Authorization: Bearer <secret>` or `X-Signature-256: sha256=<hex HMAC-SHA256 of the body>`
-(GitHub's scheme; its header name `X-Hub-Signature-256` is accepted too, so a repository webhook
-can call the refresh route), compared in constant time; every credential presented must verify.
+RayServeGraph could turn any Secret of its namespace into a password-guessing oracle), compared
+in constant time; every credential presented must verify:
+
+- `Authorization: Bearer <secret>`: the secret itself. Whoever captured one such request holds
+  the secret and can make any request, so remembering requests would protect nothing: a bearer
+  token is for TLS only (a TLS-terminating Ingress in front of this plain-HTTP listener), and
+  what it can cost is bounded by the coalescing below and the controller's refresh floor.
+- `Ray-Operator-Signature: t=<unix seconds>,v1=<hex>` (both routes): an HMAC over the time, the
+  object and the body (`signatures.py` spells the bytes). Accepted within 5 minutes of the
+  operator's clock, either way, and once: a replay is refused.
+- `X-Signature-256: sha256=<hex>` (GitHub's format, also under GitHub's `X-Hub-Signature-256`):
+  an HMAC of the body alone, accepted for CloudEvents only, whose body carries the time (`time`,
+  then required) and the object (`subject`); within the window and once, as above. On the
+  refresh route a body-only signature proves nothing of when or what: refused with 401.
 
 Answers, in the order they are decided:
 
     401  no usable credentials          decided before any lookup: a caller without credentials
                                         learns nothing, not even whether the object exists
-    400  not a CloudEvent naming a RayServeGraph (events route only)
+    400  not a CloudEvent naming a RayServeGraph, a body-signed one without `time`, or two
+         signatures on one request (events route only)
+    403  a signature whose time is more than 5 minutes from the operator's clock (before any
+         lookup: a stale capture costs nothing)
     404  no such RayServeGraph, or one without `spec.refresh` (the endpoint is off for it)
     403  the credentials do not verify (or its Secret is missing, empty or did not opt in)
+    409  this signature was already accepted for this object (a replay)
+    429  the replay memory's share of the namespace (or all of it) is full: Retry-After
     503  the Secret could not be read (RBAC: see README) or the annotation could not be written
     202  accepted: `{"refreshRequestedAt": "<RFC 3339>"}`
 
@@ -52,7 +67,6 @@ import binascii
 import contextlib
 import dataclasses
 import datetime
-import hashlib
 import hmac
 import json
 import logging
@@ -73,7 +87,29 @@ from ray_operator.servegraph.names import (
     SERVE_GRAPH_GROUP,
     SERVE_GRAPH_VERSION,
 )
-from ray_operator.server import ReadLimits, bounded_application, bounded_runner, start_site
+from ray_operator.servegraph.signatures import (
+    BODY_SIGNATURE_HEADER,
+    GITHUB_BODY_SIGNATURE_HEADER,
+    REFRESH_SIGNATURE_HEADER,
+    TOLERANCE_SECONDS,
+    Replayed,
+    ReplayMemory,
+    ReplayMemoryFull,
+    Signature,
+    body_signature,
+    is_body_signature,
+    is_refresh_signature,
+    refresh_signature,
+    unix_seconds_of,
+    within_window,
+)
+from ray_operator.server import (
+    ReadLimits,
+    bearer_token,
+    bounded_application,
+    bounded_runner,
+    start_site,
+)
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
@@ -83,9 +119,6 @@ logger = logging.getLogger(__name__)
 API_ROOT = f"/apis/{SERVE_GRAPH_GROUP}/{SERVE_GRAPH_VERSION}"
 REFRESH_ROUTE = API_ROOT + "/namespaces/{namespace}/rayservegraphs/{name}/refresh"
 EVENTS_ROUTE = API_ROOT + "/events"
-SIGNATURE_HEADER = "X-Signature-256"
-GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
-"""GitHub's name for the same signature: a repository webhook can call the refresh route as is."""
 CLOUDEVENTS_CONTENT_TYPES = ("application/cloudevents+json", "application/json")
 EVENT_READ_LIMITS = ReadLimits(max_body_bytes=64 * 1024)
 """An event is a few hundred bytes; 64 KiB leaves room for a CloudEvent's `data`."""
@@ -95,22 +128,34 @@ SECRET_CACHE_SECONDS = 5.0
 secret applies within seconds."""
 _MAX_CACHED_SECRETS = 1024
 _MAX_WARNINGS = 1024
-_SUBJECT_RE = re.compile(r"^namespaces/([^/]+)/rayservegraphs/([^/]+)$")
 _DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN_RE = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
-_HEX_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
-CREDENTIALS_REQUIRED = "credentials required: a bearer token or X-Signature-256\n"
+_SUBJECT_RE = re.compile(r"^namespaces/([^/]+)/rayservegraphs/([^/]+)$")
+CREDENTIALS_REQUIRED = (
+    f"credentials required: a bearer token or {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex>"
+    f" (CloudEvents: or {BODY_SIGNATURE_HEADER})\n"
+)
+BODY_SIGNATURE_REFUSED = (
+    f"a signature of the body alone ({BODY_SIGNATURE_HEADER} or {GITHUB_BODY_SIGNATURE_HEADER}) "
+    "could be replayed forever and is not accepted on this route: sign the time, the object and "
+    f"the body with {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex> (see the README)\n"
+)
+STALE_SIGNATURE = (
+    f"the signature's time is more than {TOLERANCE_SECONDS} s from the operator's clock: sign "
+    "each request when sending it (and check the sender's clock)\n"
+)
 
 
 class RefusedError(Exception):
     """An answer other than 202: the HTTP status and a short text (never a secret)."""
 
-    def __init__(self, status: int, text: str) -> None:
+    def __init__(self, status: int, text: str, *, retry_after: int | None = None) -> None:
         super().__init__(text)
         self.status = status
         self.text = text
+        self.retry_after = retry_after
 
 
 # --- credentials (pure) ---------------------------------------------------------------------
@@ -122,37 +167,72 @@ class Credentials:
 
     bearer: bytes | None = dataclasses.field(default=None, repr=False)
     """The token of `Authorization: Bearer <token>`."""
-    signature: bytes | None = None
-    """The raw 32 bytes of `X-Signature-256: sha256=<hex>`."""
+    signature: Signature | None = None
+    """A signature over a time, the object and the body (see `signatures`)."""
 
 
-def credentials_of(headers: Mapping[str, str]) -> Credentials | None:
-    """The credentials in `headers`, or None when there are none we can use (→ 401)."""
-    bearer = _bearer_token(headers.get("Authorization", ""))
-    signature = _signature(
-        headers.get(SIGNATURE_HEADER) or headers.get(GITHUB_SIGNATURE_HEADER, "")
+def presents_credentials(headers: Mapping[str, str]) -> bool:
+    """Whether `headers` hold a credential of a usable shape (else 401 before the body is read)."""
+    return (
+        _bearer_token(headers.get("Authorization", "")) is not None
+        or is_refresh_signature(headers.get(REFRESH_SIGNATURE_HEADER, ""))
+        or is_body_signature(_body_signature_header(headers))
     )
+
+
+def refresh_credentials(
+    headers: Mapping[str, str], *, namespace: str, name: str, body: bytes
+) -> Credentials:
+    """The credentials of a request on the refresh route; `RefusedError(401)` when none is
+    usable there (a body-only signature is not: it says nothing of when, nor for what)."""
+    bearer = _bearer_token(headers.get("Authorization", ""))
+    header = headers.get(REFRESH_SIGNATURE_HEADER, "")
+    signature = refresh_signature(header, namespace=namespace, name=name, body=body)
     if bearer is None and signature is None:
-        return None
+        if not header and is_body_signature(_body_signature_header(headers)):
+            raise RefusedError(401, BODY_SIGNATURE_REFUSED)
+        raise RefusedError(401, CREDENTIALS_REQUIRED)
     return Credentials(bearer=bearer, signature=signature)
 
 
+def cloudevent_credentials(
+    headers: Mapping[str, str], *, event: CloudEventReference, body: bytes
+) -> Credentials:
+    """The credentials of a CloudEvent: a bearer token, and `Ray-Operator-Signature` or a body
+    signature (which needs the event's `time`); `RefusedError` 400/401 otherwise."""
+    bearer = _bearer_token(headers.get("Authorization", ""))
+    refresh_header = headers.get(REFRESH_SIGNATURE_HEADER, "")
+    body_header = _body_signature_header(headers)
+    if refresh_header and body_header:
+        raise RefusedError(400, "one signature per request, not two\n")
+    signature: Signature | None = None
+    if refresh_header:
+        signature = refresh_signature(
+            refresh_header, namespace=event.namespace, name=event.name, body=body
+        )
+    elif is_body_signature(body_header):
+        if event.signed_at is None:
+            raise RefusedError(
+                400,
+                f'a CloudEvent signed with {BODY_SIGNATURE_HEADER} must carry "time" (RFC 3339): '
+                "the signature covers when it was sent through it\n",
+            )
+        signature = body_signature(body_header, body=body, signed_at=event.signed_at)
+    if bearer is None and signature is None:
+        raise RefusedError(401, CREDENTIALS_REQUIRED)
+    return Credentials(bearer=bearer, signature=signature)
+
+
+def _body_signature_header(headers: Mapping[str, str]) -> str:
+    return headers.get(BODY_SIGNATURE_HEADER) or headers.get(GITHUB_BODY_SIGNATURE_HEADER, "")
+
+
 def _bearer_token(header: str) -> bytes | None:
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token.encode("utf-8", "surrogateescape")
+    token = bearer_token(header)
+    return None if token is None else token.encode("utf-8", "surrogateescape")
 
 
-def _signature(header: str) -> bytes | None:
-    algorithm, _, digest = header.strip().partition("=")
-    if algorithm.lower() != "sha256" or not _HEX_SHA256_RE.match(digest):
-        return None
-    return bytes.fromhex(digest)
-
-
-def verify(credentials: Credentials, *, secret: bytes, body: bytes) -> bool:
+def verify(credentials: Credentials, *, secret: bytes) -> bool:
     """Whether every credential presented matches `secret` (constant-time comparisons)."""
     if not secret:
         return False  # never authenticate against an empty secret
@@ -160,17 +240,21 @@ def verify(credentials: Credentials, *, secret: bytes, body: bytes) -> bool:
     if credentials.bearer is not None:
         checks.append(hmac.compare_digest(credentials.bearer, secret))
     if credentials.signature is not None:
-        expected = hmac.new(secret, body, hashlib.sha256).digest()
-        checks.append(hmac.compare_digest(credentials.signature, expected))
+        checks.append(credentials.signature.verifies(secret))
     return bool(checks) and all(checks)
 
 
-def sign(body: bytes, *, secret: bytes) -> str:
-    """The `X-Signature-256` value a sender puts on `body` (for clients and tests)."""
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-
-
 # --- what a request names (pure) ------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CloudEventReference:
+    """What a CloudEvent says the refresh is for, and when it was sent."""
+
+    namespace: str
+    name: str
+    signed_at: int | None
+    """Its `time` attribute in Unix seconds, None without one."""
 
 
 def cannot_name_an_object(namespace: str, name: str) -> bool:
@@ -183,8 +267,8 @@ def cannot_name_an_object(namespace: str, name: str) -> bool:
     )
 
 
-def cloudevent_subject(body: bytes) -> tuple[str, str]:
-    """(namespace, name) from a structured-mode CloudEvent; `RefusedError(400)` if not one."""
+def read_cloudevent(body: bytes) -> CloudEventReference:
+    """The object and time of a structured-mode CloudEvent; `RefusedError(400)` if not one."""
     try:
         event = json.loads(body)
     except (ValueError, RecursionError):
@@ -200,7 +284,12 @@ def cloudevent_subject(body: bytes) -> tuple[str, str]:
     match = _SUBJECT_RE.match(event["subject"])
     if match is None:
         raise RefusedError(400, '"subject" must be namespaces/<namespace>/rayservegraphs/<name>\n')
-    return match.group(1), match.group(2)
+    signed_at = None
+    if "time" in event:
+        signed_at = unix_seconds_of(event["time"])
+        if signed_at is None:
+            raise RefusedError(400, '"time" must be an RFC 3339 timestamp with an offset\n')
+    return CloudEventReference(match.group(1), match.group(2), signed_at)
 
 
 def refresh_secret_ref(graph: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -366,20 +455,22 @@ class RefreshEndpoint:
         lookup: GraphLookup | None = None,
         coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
         secret_ttl: float = SECRET_CACHE_SECONDS,
+        replays: ReplayMemory | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._client = client
         self._lookup = lookup or self._get_from_api
+        self._clock = clock
         self.secrets = SecretCache(self._read_secret, ttl=secret_ttl)
         self.coalescer = RefreshCoalescer(self._patch_annotation, window=coalesce_seconds)
+        self.replays = replays if replays is not None else ReplayMemory(clock=clock)
         self._warned: set[tuple[str, str, str]] = set()
 
-    async def refresh(
-        self, namespace: str, name: str, *, headers: Mapping[str, str], body: bytes
-    ) -> str:
+    async def refresh(self, namespace: str, name: str, *, credentials: Credentials) -> str:
         """Authenticate a request for the object and wait for its coalesced patch."""
-        credentials = credentials_of(headers)
-        if credentials is None:
-            raise RefusedError(401, CREDENTIALS_REQUIRED)
+        signature = credentials.signature
+        if signature is not None and not within_window(signature.signed_at, now=self._clock()):
+            raise RefusedError(403, STALE_SIGNATURE)
         if cannot_name_an_object(namespace, name):
             raise RefusedError(404, "no such RayServeGraph\n")
         graph = await self._look_up(namespace, name)
@@ -387,9 +478,27 @@ class RefreshEndpoint:
         if reference is None:
             raise RefusedError(404, "no such RayServeGraph with spec.refresh\n")
         secret = await self._refresh_secret(namespace, name, reference)
-        if not verify(credentials, secret=secret, body=body):
+        if not verify(credentials, secret=secret):
             raise RefusedError(403, "forbidden\n")
-        return await self._patch_coalesced(namespace, name)
+        if signature is None:
+            return await self._patch_coalesced(namespace, name)
+        self._admit_once(namespace, name, signature)
+        try:
+            return await self._patch_coalesced(namespace, name)
+        except RefusedError:
+            # Nothing was recorded: the sender's retry of this very request is no replay.
+            self.replays.release(namespace, name, signature)
+            raise
+
+    def _admit_once(self, namespace: str, name: str, signature: Signature) -> None:
+        try:
+            self.replays.admit(namespace, name, signature)
+        except Replayed as replayed:
+            raise RefusedError(409, f"{replayed}: sign each request anew\n") from None
+        except ReplayMemoryFull as full:
+            raise RefusedError(
+                429, f"{full}; retry later\n", retry_after=full.retry_after
+            ) from None
 
     async def _look_up(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         try:
@@ -476,19 +585,26 @@ def events_application(
     async def refresh(request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         body = await request.read()  # already read, bounded, by the middleware
-        return await _answer(endpoint.refresh(namespace, name, headers=request.headers, body=body))
+        try:
+            credentials = refresh_credentials(
+                request.headers, namespace=namespace, name=name, body=body
+            )
+        except RefusedError as refusal:
+            return _refused(refusal)
+        return await _answer(endpoint.refresh(namespace, name, credentials=credentials))
 
     async def cloudevent(request: web.Request) -> web.Response:
-        if credentials_of(request.headers) is None:
+        if not presents_credentials(request.headers):
             return _refused(RefusedError(401, CREDENTIALS_REQUIRED))
         if request.content_type not in CLOUDEVENTS_CONTENT_TYPES:
             return _refused(RefusedError(415, "expected application/cloudevents+json\n"))
         body = await request.read()
         try:
-            namespace, name = cloudevent_subject(body)
+            event = read_cloudevent(body)
+            credentials = cloudevent_credentials(request.headers, event=event, body=body)
         except RefusedError as refusal:
             return _refused(refusal)
-        return await _answer(endpoint.refresh(namespace, name, headers=request.headers, body=body))
+        return await _answer(endpoint.refresh(event.namespace, event.name, credentials=credentials))
 
     application = bounded_application(limits)
     application.add_routes([web.post(REFRESH_ROUTE, refresh), web.post(EVENTS_ROUTE, cloudevent)])
@@ -512,6 +628,8 @@ def _refused(refusal: RefusedError) -> web.Response:
     response = web.Response(status=refusal.status, text=refusal.text)
     if refusal.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="ray-operator"'
+    if refusal.retry_after is not None:
+        response.headers["Retry-After"] = str(refusal.retry_after)
     return response
 
 
@@ -598,18 +716,19 @@ def serve_graph_events_component(
 __all__ = [
     "EVENTS_ROUTE",
     "REFRESH_ROUTE",
-    "SIGNATURE_HEADER",
+    "CloudEventReference",
     "Credentials",
     "RefreshCoalescer",
     "RefreshEndpoint",
     "RefusedError",
     "SecretCache",
     "ServeGraphEvents",
-    "cloudevent_subject",
-    "credentials_of",
+    "cloudevent_credentials",
     "events_application",
+    "presents_credentials",
+    "read_cloudevent",
+    "refresh_credentials",
     "refresh_timestamp",
     "serve_graph_events_component",
-    "sign",
     "verify",
 ]
