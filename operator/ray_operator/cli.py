@@ -203,7 +203,7 @@ def controllers_for(
     from ray_operator.dashboard.resolver import resolver_from_overrides
     from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
     from ray_operator.servegraph.fetch import FetchPolicy
-    from ray_operator.validation.limits import ClusterLimits
+    from ray_operator.settings import cluster_limits
 
     resolver: DashboardResolver = resolver_from_overrides(
         settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
@@ -212,9 +212,7 @@ def controllers_for(
         from ray_operator.localray.agent import LocalRayResolver
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
-    limits = ClusterLimits(
-        max_pods_per_cluster=settings.max_pods_per_cluster, feature_gates=settings.feature_gates
-    )
+    limits = cluster_limits(settings)
     optional: list[ControllerFactory] = []
     if settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         from ray_operator.controllers.raycronjob import raycronjob_controller

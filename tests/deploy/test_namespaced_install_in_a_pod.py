@@ -27,6 +27,7 @@ import yaml
 from tests.conftest import SAMPLES, Kubectl
 from tests.deploy.conftest import TenantInstall
 from tests.deploy.manifests import (
+    SERVICE_ACCOUNT,
     WEBHOOK_CERT_SECRET,
     can_i,
     service_account_user,
@@ -95,8 +96,9 @@ def container_env_value(variable: dict[str, Any], *, namespace: str) -> str:
     if "value" in variable:
         return str(variable["value"])
     field_path = variable["valueFrom"]["fieldRef"]["fieldPath"]
-    assert field_path == "metadata.namespace", f"no stand-in for {field_path}"
-    return namespace
+    stand_ins = {"metadata.namespace": namespace, "spec.serviceAccountName": SERVICE_ACCOUNT}
+    assert field_path in stand_ins, f"no stand-in for {field_path}"
+    return stand_ins[field_path]
 
 
 def write_service_account_directory(
