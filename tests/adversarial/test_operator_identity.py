@@ -256,3 +256,29 @@ def test_a_raycronjob_whose_clusters_run_as_the_operator_is_reported_and_schedul
         what="the InvalidRayCronJobSpec Warning",
     )
     assert not kubectl("get", "rayjobs", "-n", operator_namespace, "-o", "name")
+
+
+def test_a_cluster_named_like_the_operators_role_binding_leaves_it_alone(
+    operator_without_webhooks: OperatorUnderTest, kubectl: Kubectl, operator_namespace: str
+) -> None:
+    # The autoscaler's Role and RoleBinding are named after the cluster, as KubeRay names them.
+    # An object of that name the cluster does not own is a name conflict: never rewritten.
+    name = "ray-operator-leader-election"  # config/rbac's, in the operator's namespace
+    kubectl("create", "role", name, "-n", operator_namespace,
+            "--verb=get", "--resource=leases")  # fmt: skip
+    kubectl("create", "rolebinding", name, "-n", operator_namespace, f"--role={name}",
+            f"--serviceaccount={operator_namespace}:{OPERATOR_ACCOUNT}")  # fmt: skip
+    rbac = ("get", "role,rolebinding", name, "-n", operator_namespace, "-o", "yaml")
+    before = kubectl(*rbac)
+    apply_now(kubectl, operator_namespace, autoscaling_cluster(name))
+
+    def conflict() -> bool:
+        reasons = kubectl(
+            "get", "raycluster", name, "-n", operator_namespace,
+            "-o", "jsonpath={.status.conditions[*].reason}",
+        )  # fmt: skip
+        return "FailedCreateRole" in reasons.split()
+
+    wait_until(conflict, timeout=SETTLE_SECONDS, interval=0.5, what="FailedCreateRole")
+    assert kubectl(*rbac) == before
+    assert not kubectl("get", "pods", "-n", operator_namespace, "-o", "name")
