@@ -303,6 +303,7 @@ def _local_ray_options(
     from ray_operator.localray.agent import LocalRayOptions
     from ray_operator.localray.plan import KubeAccess
     from ray_operator.localray.scope import external_cluster_warning
+    from ray_operator.settings import settings_from_args
 
     if not args.local_ray:
         if control_plane is None:
@@ -316,7 +317,7 @@ def _local_ray_options(
         warning = external_cluster_warning(
             kubeconfig=args.kubeconfig or os.environ["KUBECONFIG"],
             node_name=FAKE_NODE_NAME,
-            namespaces=args.namespaces or (),
+            namespaces=settings_from_args(args).namespaces,
         )
         print(warning, file=sys.stderr, flush=True)
     print(
