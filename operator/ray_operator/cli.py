@@ -3,7 +3,9 @@ convert RayClusters of Ray's legacy operator.
 
 ray-operator run [flags]                  the operator (see `ray-operator run --help`)
 ray-operator dev [flags]                  what `make run` does: a local control plane unless
-                                          KUBECONFIG is set, the CRDs, then the operator
+                                          KUBECONFIG is set, the CRDs, then the operator (and
+                                          the local Ray agent: on the local plane, or with
+                                          --local-ray)
 ray-operator local-cluster start|stop|status [--dir DIR]
 ray-operator convert FILE|- [-o yaml|json]
                                           RayClusters of Ray's legacy operator
@@ -75,9 +77,10 @@ def _build_parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--local-ray",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="give head, worker and RayJob submitter Pods on the local control plane's fake node "
-        "real local Ray processes (default: on; --no-local-ray for the API behaviour only)",
+        default=None,
+        help="give the head, worker and RayJob submitter Pods the operator creates on the fake "
+        "node real local Ray processes, run as you (default: on with the embedded control plane, "
+        "off when KUBECONFIG names another cluster; --no-local-ray for the API behaviour only)",
     )
     dev.add_argument(
         "--local-ray-max-clusters",
@@ -158,9 +161,10 @@ def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) 
     registry = None
     if local_ray is not None:
         from ray_operator.localray.agent import LocalRayRegistry, local_ray_component
+        from ray_operator.localray.scope import CreatedObjects
 
-        # Written by the agent, read by the controllers' dashboard resolver.
-        registry = LocalRayRegistry()
+        # Shared by the agent and the controllers (see LocalRayRegistry).
+        registry = LocalRayRegistry(CreatedObjects(local_ray.directory / "created.json"))
         components.append(local_ray_component(registry=registry, options=local_ray))
     return run(
         settings,
@@ -203,7 +207,7 @@ def controllers_for(
     from ray_operator.dashboard.resolver import resolver_from_overrides
     from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
     from ray_operator.servegraph.fetch import FetchPolicy
-    from ray_operator.validation.limits import ClusterLimits
+    from ray_operator.settings import cluster_limits
 
     resolver: DashboardResolver = resolver_from_overrides(
         settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
@@ -212,9 +216,7 @@ def controllers_for(
         from ray_operator.localray.agent import LocalRayResolver
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
-    limits = ClusterLimits(
-        max_pods_per_cluster=settings.max_pods_per_cluster, feature_gates=settings.feature_gates
-    )
+    limits = cluster_limits(settings)
     optional: list[ControllerFactory] = []
     if settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         from ray_operator.controllers.raycronjob import raycronjob_controller
@@ -224,7 +226,7 @@ def controllers_for(
         from ray_operator.controllers.legacy_raycluster import legacy_raycluster_controller
 
         optional.append(legacy_raycluster_controller(limits=limits))
-    return [
+    factories: list[ControllerFactory] = [
         *optional,
         functools.partial(
             RayClusterController,
@@ -247,16 +249,26 @@ def controllers_for(
             limits=limits,
         ),
     ]
+    if local_ray is None:
+        return factories
+    from ray_operator.localray.agent import recording_creations
+
+    # The agent runs only the Pods (and submitter Jobs' Pods) these controllers create.
+    return [recording_creations(factory, registry=local_ray) for factory in factories]
 
 
 def _dev(args: argparse.Namespace) -> int:
     from ray_operator.localcluster.controlplane import LocalControlPlane
+    from ray_operator.localray.scope import local_ray_wanted
     from ray_operator.settings import listen_on_loopback
 
     args.health_addr = listen_on_loopback(args.health_addr)
     args.metrics_addr = listen_on_loopback(args.metrics_addr)
     control_plane = None
-    if not (args.kubeconfig or os.environ.get("KUBECONFIG")):
+    embedded = not (args.kubeconfig or os.environ.get("KUBECONFIG"))
+    # Decided by what this process starts, never by anything the cluster could claim.
+    args.local_ray = local_ray_wanted(args.local_ray, embedded_control_plane=embedded)
+    if embedded:
         control_plane = LocalControlPlane(args.dir, ray_job_submitters_run_locally=args.local_ray)
         print(f"Starting the embedded control plane in {control_plane.directory} ...", flush=True)
         control_plane.start()
@@ -294,12 +306,27 @@ def _local_ray_options(
     from ray_operator.localcluster.controlplane import FAKE_NODE_NAME
     from ray_operator.localray.agent import LocalRayOptions
     from ray_operator.localray.plan import KubeAccess
+    from ray_operator.localray.scope import external_cluster_warning
+    from ray_operator.settings import settings_from_args
 
     if not args.local_ray:
+        if control_plane is None:
+            print(
+                "Local Ray is off: KUBECONFIG names a cluster ray-operator dev did not start "
+                "(--local-ray would run Ray Pods of that cluster on this machine).",
+                flush=True,
+            )
         return None
+    if control_plane is None:
+        warning = external_cluster_warning(
+            kubeconfig=args.kubeconfig or os.environ["KUBECONFIG"],
+            node_name=FAKE_NODE_NAME,
+            namespaces=settings_from_args(args).namespaces,
+        )
+        print(warning, file=sys.stderr, flush=True)
     print(
-        "Local Ray is on: head, worker and RayJob submitter Pods on the fake node get real Ray "
-        f"processes (at most {args.local_ray_max_clusters} clusters, "
+        "Local Ray is on: head, worker and RayJob submitter Pods the operator creates on the fake "
+        f"node get real Ray processes (at most {args.local_ray_max_clusters} clusters, "
         f"{args.local_ray_max_nodes} nodes; --no-local-ray turns it off). Their addresses are "
         "printed here and in each Pod's events.",
         flush=True,

@@ -26,10 +26,16 @@ from ray_operator.builders.batch_scheduling import (
 )
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
 from ray_operator.servegraph.origins import malformed_entries
+from ray_operator.validation.identity import OperatorIdentity
+from ray_operator.validation.limits import ClusterLimits
 
 ENV_PREFIX = "RAY_OPERATOR_"
 METRICS_AUTH_MODES = ("auto", "kubernetes", "none")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+POD_SERVICE_ACCOUNT_ENV = "POD_SERVICE_ACCOUNT"
+"""The operator's ServiceAccount (Downward API `spec.serviceAccountName`, config/manager)."""
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+"""The operator's namespace, from the Downward API (`metadata.namespace`, config/manager)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,28 @@ class Settings:
     batch_scheduler: str = ""
     """KubeRay's `--batch-scheduler` (`builders.batch_scheduling.BATCH_SCHEDULERS`): the
     PodGroups and Pod metadata of that scheduler; empty: none (the default scheduler)."""
+    service_account: str = ""
+    """The operator's own ServiceAccount: no Pod template in `service_account_namespace` may name
+    it (`validation/identity.py`). In a Pod: `POD_SERVICE_ACCOUNT` from the Downward API; empty:
+    not known (outside a cluster), nothing refused."""
+    service_account_namespace: str = ""
+    """That ServiceAccount's namespace: `POD_NAMESPACE`, else the in-cluster namespace file."""
+
+    @property
+    def operator_identity(self) -> OperatorIdentity | None:
+        """The identity the operator never lends, when both halves are known."""
+        if not (self.service_account and self.service_account_namespace):
+            return None
+        return OperatorIdentity(self.service_account, self.service_account_namespace)
+
+
+def cluster_limits(settings: Settings) -> ClusterLimits:
+    """What the webhook and the controllers hold every RayCluster (embedded ones too) to."""
+    return ClusterLimits(
+        max_pods_per_cluster=settings.max_pods_per_cluster,
+        feature_gates=settings.feature_gates,
+        operator_identity=settings.operator_identity,
+    )
 
 
 def default_identity() -> str:
@@ -128,10 +156,14 @@ def default_identity() -> str:
 
 def default_lease_namespace() -> str:
     """The namespace of our service account when in a cluster, else `default`."""
+    return _in_cluster_namespace() or "default"
+
+
+def _in_cluster_namespace() -> str:
     try:
-        return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or "default"
+        return IN_CLUSTER_NAMESPACE_FILE.read_text().strip()
     except OSError:
-        return "default"
+        return ""
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -348,6 +380,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the legacy Python operator's cluster.ray.io/v1 RayClusters (apply "
         "crd/legacy first; config/legacy does) (default: %(default)s)",
     )
+    add(
+        "--service-account",
+        default=env("service-account", str, os.environ.get(POD_SERVICE_ACCOUNT_ENV, "")),
+        help="the operator's own ServiceAccount: Pod templates in its namespace naming it are "
+        f"refused (default: ${POD_SERVICE_ACCOUNT_ENV}, which config/manager sets; empty: none)",
+    )
+    add(
+        "--service-account-namespace",
+        default=env("service-account-namespace", str, None),
+        help=f"the namespace of --service-account (default: ${POD_NAMESPACE_ENV}, else the "
+        "in-cluster namespace)",
+    )
     add_batch_scheduler_arguments(add)
 
 
@@ -450,6 +494,8 @@ def _settings_of(args: argparse.Namespace) -> Settings:
         feature_gates=args.feature_gates,
         legacy_clusters=args.legacy_clusters,
         batch_scheduler=chosen_batch_scheduler(args),
+        service_account=args.service_account,
+        service_account_namespace=_service_account_namespace(args),
     )
 
 
@@ -471,6 +517,12 @@ def _metrics_auth(raw: str) -> str:
     if value not in METRICS_AUTH_MODES:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(METRICS_AUTH_MODES)}")
     return value
+
+
+def _service_account_namespace(args: argparse.Namespace) -> str:
+    if args.service_account_namespace is not None:
+        return str(args.service_account_namespace)
+    return os.environ.get(POD_NAMESPACE_ENV) or _in_cluster_namespace()
 
 
 def listen_on_loopback(address: str) -> str:

@@ -142,6 +142,17 @@ def test_operator_runs_two_replicas_that_elect_a_leader(default: list[Manifest])
     assert the(default, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
 
 
+def test_operator_learns_its_own_service_account_from_the_downward_api(
+    default: list[Manifest], namespaced: list[Manifest]
+) -> None:
+    for manifests in (default, namespaced):
+        deployment = the(manifests, "Deployment", "ray-operator")
+        assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == SERVICE_ACCOUNT
+        env = {e["name"]: e for e in manager_container(manifests)["env"]}
+        field = env["POD_SERVICE_ACCOUNT"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field == "spec.serviceAccountName"
+
+
 def test_operator_arguments_are_flags_that_ray_operator_run_accepts(
     default: list[Manifest], namespaced: list[Manifest]
 ) -> None:

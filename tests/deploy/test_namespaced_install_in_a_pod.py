@@ -27,6 +27,7 @@ import yaml
 from tests.conftest import SAMPLES, Kubectl
 from tests.deploy.conftest import TenantInstall
 from tests.deploy.manifests import (
+    SERVICE_ACCOUNT,
     WEBHOOK_CERT_SECRET,
     can_i,
     service_account_user,
@@ -35,6 +36,7 @@ from tests.deploy.manifests import (
 from tests.deploy.process import running_operator
 
 CLUSTER = "ray-mini-in-a-pod"
+AS_OPERATOR = "ray-as-the-operator"
 
 
 def test_namespaced_install_runs_in_a_pod_with_its_own_arguments_and_rbac(
@@ -53,6 +55,7 @@ def test_namespaced_install_runs_in_a_pod_with_its_own_arguments_and_rbac(
     with running_operator(None, tmp_path / "operator.log", *arguments, env=env) as operator:
         try:
             reconciles_a_mini_cluster(kubectl, tenant)
+            refuses_a_head_running_as_the_operator(kubectl, tenant)
         finally:
             deleted_while_the_operator_runs(kubectl, tenant)
         assert operator.process.poll() is None
@@ -95,8 +98,9 @@ def container_env_value(variable: dict[str, Any], *, namespace: str) -> str:
     if "value" in variable:
         return str(variable["value"])
     field_path = variable["valueFrom"]["fieldRef"]["fieldPath"]
-    assert field_path == "metadata.namespace", f"no stand-in for {field_path}"
-    return namespace
+    stand_ins = {"metadata.namespace": namespace, "spec.serviceAccountName": SERVICE_ACCOUNT}
+    assert field_path in stand_ins, f"no stand-in for {field_path}"
+    return stand_ins[field_path]
 
 
 def write_service_account_directory(
@@ -134,9 +138,26 @@ def reconciles_a_mini_cluster(kubectl: Kubectl, namespace: str) -> None:
     assert len(pods.split()) == 2
 
 
+def refuses_a_head_running_as_the_operator(kubectl: Kubectl, namespace: str) -> None:
+    """The Downward API told the operator its ServiceAccount: it lends it to no head Pod."""
+    sample = yaml.safe_load((SAMPLES / "ray-cluster.mini.yaml").read_text())
+    sample["metadata"]["name"] = AS_OPERATOR
+    sample["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"] = SERVICE_ACCOUNT
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(sample))
+    kubectl(
+        "wait", "-n", namespace, "--for=condition=InvalidSpec", f"raycluster/{AS_OPERATOR}",
+        "--timeout=60s",
+    )  # fmt: skip
+    selector = f"ray.io/cluster={AS_OPERATOR}"
+    assert not kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "name")
+
+
 def deleted_while_the_operator_runs(kubectl: Kubectl, namespace: str) -> None:
     """Leave the tenant namespace as we found it (other modules of this package share it)."""
-    kubectl("delete", "raycluster", CLUSTER, "-n", namespace, "--ignore-not-found", "--timeout=60s")
+    kubectl(
+        "delete", "raycluster", CLUSTER, AS_OPERATOR, "-n", namespace, "--ignore-not-found",
+        "--timeout=60s",
+    )  # fmt: skip
     kubectl(
         "wait", "-n", namespace, "--for=delete", "pods", "-l", f"ray.io/cluster={CLUSTER}",
         "--timeout=60s",

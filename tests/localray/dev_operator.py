@@ -4,6 +4,7 @@ local Ray tests read from it: the addresses its agent tells in Events, the proce
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -22,7 +23,8 @@ _HEAD_STARTED = re.compile(r"dashboard (?P<host>[\d.]+):(?P<port>\d+), Serve (?P
 class DevOperator:
     """One `ray-operator dev --dir DIR` run, stopped with SIGINT as Ctrl-C would."""
 
-    def __init__(self, directory: Path, *flags: str) -> None:
+    def __init__(self, directory: Path, *flags: str, kubeconfig: Path | None = None) -> None:
+        """`kubeconfig`: run against that cluster (as KUBECONFIG), not an embedded plane."""
         self.directory = directory
         self.health_port = free_port()
         self.log_path = directory.parent / f"{directory.name}.log"
@@ -46,8 +48,9 @@ class DevOperator:
             cwd=REPO_ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            env=None if kubeconfig is None else {**os.environ, "KUBECONFIG": str(kubeconfig)},
         )
-        self.kubectl = Kubectl(directory / "kubeconfig")
+        self.kubectl = Kubectl(kubeconfig or directory / "kubeconfig")
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         wait_until(self._ready, timeout=timeout, interval=0.5, what="ray-operator dev /readyz")

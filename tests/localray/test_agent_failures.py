@@ -5,36 +5,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import ApiClient
-from ray_operator.builders.pods import build_head_pod
-from ray_operator.localray.agent import LocalRayAgent, LocalRayOptions, LocalRayRegistry
-from ray_operator.metrics import Metrics
-from ray_operator.runtime.client import KubeClient
+from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.runtime.kinds import RAY_CLUSTER
 from ray_operator.runtime.store import Store
 
 from tests.builders.clusters import raycluster
-
-
-def running_head_pod(cluster: dict[str, Any]) -> dict[str, Any]:
-    pod = build_head_pod(cluster, suffix="abcde")
-    pod["metadata"]["uid"] = "head-uid"
-    pod["spec"]["nodeName"] = "kwok-node-0"
-    pod["status"] = {"phase": "Running", "podIP": "10.244.0.9"}
-    return pod
-
-
-class RecordedEvents:
-    """Events the agent records, kept in a list (the API server is not what this test is about)."""
-
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str]] = []
-
-    async def record(self, obj: Any, *, reason: str, message: str, type: str = "Normal") -> None:
-        self.recorded.append((reason, message))
+from tests.localray.agents import RecordedEvents, agent_without_ray, running_head_pod
 
 
 async def test_a_ray_that_cannot_start_is_told_once_and_retried_without_leftovers(
@@ -43,28 +21,13 @@ async def test_a_ray_that_cannot_start_is_told_once_and_retried_without_leftover
     cluster = raycluster()
     store = Store()
     store.upsert(RAY_CLUSTER, cluster)
-    api = ApiClient()  # never called: nothing reaches the API server on this path
-    client = KubeClient(api, metrics=Metrics())
     registry = LocalRayRegistry()
+    registry.created.record("Pod", running_head_pod(cluster))  # the operator's own Pod
     events = RecordedEvents()
-    agent = LocalRayAgent(
-        client=client,
-        store=store,
-        events=events,  # type: ignore[arg-type]
-        registry=registry,
-        options=LocalRayOptions(
-            directory=tmp_path / "state",
-            node_name="kwok-node-0",
-            ray_executable=str(tmp_path / "no-such-ray"),
-        ),
-    )
-    try:
+    async with agent_without_ray(tmp_path, store=store, registry=registry, events=events) as agent:
         with caplog.at_level(logging.DEBUG, logger="ray_operator.localray.agent"):
             for _ in range(3):
                 await agent.sync([running_head_pod(cluster)])
-    finally:
-        await agent.stop_all()
-        await api.close()
 
     failures = [r for r in caplog.records if "no-such-ray" in r.getMessage()]
     assert [r.levelname for r in failures] == ["WARNING", "DEBUG", "DEBUG"]

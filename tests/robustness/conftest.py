@@ -12,6 +12,7 @@ bounded batches, and no other controller competes for the API server while healt
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -109,12 +110,25 @@ def start_operator(
 def operator_with_webhooks(
     start_operator: StartOperator, kubectl: Kubectl, namespace: str
 ) -> Iterator[OperatorUnderTest]:
-    """An operator serving its webhooks, registered and intercepting this test's namespace.
+    """An operator serving its webhooks, registered and intercepting this test's namespace."""
+    with serving_webhooks(start_operator, kubectl, namespace) as operator:
+        yield operator
+
+
+@contextlib.contextmanager
+def serving_webhooks(
+    start_operator: StartOperator,
+    kubectl: Kubectl,
+    namespace: str,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[OperatorUnderTest]:
+    """`start_operator(webhooks=True, env=env)`, once its webhooks intercept `namespace`.
 
     Its configurations intercept every namespace with `failurePolicy: Fail`: they are deleted
     afterwards even if the process could not delete them itself.
     """
-    operator = start_operator(webhooks=True)
+    operator = start_operator(webhooks=True, env=env)
     try:
         wait_until_intercepted(kubectl, namespace, timeout=30)
         yield operator

@@ -1,15 +1,19 @@
 """The local Ray agent: a kubelet for Ray, run by `ray-operator dev` beside the operator.
 
-Every `poll_interval` it lists the Pods bound to the fake node and keeps one local process per
-Pod that should have one (level-triggered, like the reconcilers: a missed change is seen on the
-next list, an API server that is away only delays it):
+Every `poll_interval` it lists the Pods bound to the fake node (in the namespaces the operator
+serves) and keeps one local process per Pod that should have one (level-triggered, like the
+reconcilers: a missed change is seen on the next list, an API server that is away only delays it).
+Only Pods the operator created qualify (`scope.py`: the controllers' client records each Pod and
+Job it creates, `recording_creations`); any other Pod on the node gets one Warning Event and no
+process, whatever its labels and owner references say:
 
 - a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address, entered at
   once in the registry the operator's dashboard resolver reads; once its GCS accepts
   connections, its autoscaler sidecar (if the Pod has one) runs as `ray kuberay-autoscaler`;
 - a worker Pod: `ray start --address=<that head's GCS>`, started once the head's GCS is up (and
   again, against the new head, when the head is replaced);
-- a RayJob submitter Pod (K8sJobMode): its command, pointed at the local dashboard; when it ends
+- a RayJob submitter Pod (K8sJobMode) of a Job the operator created, holding that Job's
+  template: its command, pointed at the local dashboard; when it ends
   the agent writes the Pod's terminal phase, which KWOK leaves to it (see
   `LocalControlPlane(ray_job_submitters_run_locally=True)`).
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
@@ -60,10 +65,15 @@ from ray_operator.localray.plan import (
     shape_summary,
 )
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
+from ray_operator.localray.scope import (
+    CreatedObjects,
+    controller_of_kind,
+    runs_the_template_of,
+)
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
-from ray_operator.runtime.kinds import CONFIG_MAP, POD, RAY_CLUSTER, RAY_JOB
+from ray_operator.runtime.kinds import CONFIG_MAP, JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
 from ray_operator.status.rayjob import format_time
 
@@ -73,6 +83,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
+    from ray_operator.runtime.controller import Controller, ControllerContext, ControllerFactory
 
 logger = logging.getLogger(__name__)
 
@@ -119,10 +130,13 @@ class LocalCluster:
 
 
 class LocalRayRegistry:
-    """Local clusters by `(namespace, cluster name)`: written by the agent, read by the resolver."""
+    """What the agent and the controllers share: local clusters by `(namespace, cluster name)`
+    (written by the agent, read by the dashboard resolver) and `created`, the Pods and Jobs the
+    operator created (written by the controllers' client, read by the agent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, created: CreatedObjects | None = None) -> None:
         self._clusters: dict[tuple[str, str], LocalCluster] = {}
+        self.created = created if created is not None else CreatedObjects()
 
     def get(self, namespace: str, name: str) -> LocalCluster | None:
         return self._clusters.get((namespace, name))
@@ -186,8 +200,11 @@ class LocalRayAgent:
         registry: LocalRayRegistry,
         options: LocalRayOptions,
         base_env: Mapping[str, str] | None = None,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self._client = client
+        # The operator's `--namespace`s (empty: all): no Pod elsewhere is even looked at.
+        self._namespaces: tuple[str | None, ...] = tuple(namespaces) or (None,)
         self._store = store
         self._events = events
         self._registry = registry
@@ -195,6 +212,7 @@ class LocalRayAgent:
         self._records = ProcessRecords(options.directory / "processes.json")
         self._running: dict[str, _Running] = {}
         self._told: set[tuple[str, str]] = set()
+        self._submitters_checked: dict[str, bool] = {}
         environment = dict(os.environ if base_env is None else base_env)
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
@@ -209,24 +227,46 @@ class LocalRayAgent:
         try:
             while True:
                 try:
-                    pods = await self._client.list(
-                        POD, field_selector=f"spec.nodeName={self._options.node_name}"
-                    )
+                    pods = await self._list_node_pods()
                 except KubeError as error:
                     if not listing_failed:
                         logger.warning("local Ray agent cannot list Pods (will retry): %s", error)
                     listing_failed = True
                 else:
                     listing_failed = False
-                    # As in the cache: the API server validated them against the views' schema.
-                    await self.sync(cast("list[Pod]", pods.items))
+                    await self.sync(pods)
+                    self._forget_what_is_gone(pods)
                 await asyncio.sleep(self._options.poll_interval)
         finally:
             await asyncio.shield(self.stop_all())
 
+    async def _list_node_pods(self) -> list[Pod]:
+        """The fake node's Pods in the namespaces the operator serves."""
+        pods: list[Pod] = []
+        for namespace in self._namespaces:
+            listed = await self._client.list(
+                POD, namespace=namespace, field_selector=f"spec.nodeName={self._options.node_name}"
+            )
+            # As in the cache: the API server validated them against the views' schema.
+            pods += cast("list[Pod]", listed.items)
+        return pods
+
+    def _forget_what_is_gone(self, listed: Sequence[Pod]) -> None:
+        """Let the record of created Pods and Jobs forget objects long gone from the cache."""
+        present = {str(obj["metadata"].get("uid")) for obj in listed}
+        for kind in (POD, JOB):
+            present.update(str(obj["metadata"].get("uid")) for obj in self._store.list(kind))
+        self._registry.created.forget_missing(present)
+
     async def sync(self, pods: Sequence[Pod]) -> None:
         """One pass: stop what lost its Pod, report what ended, start what is missing."""
         wanted = {pod["metadata"]["uid"]: pod for pod in pods if _wants_process(pod)}
+        listed = {pod["metadata"]["uid"] for pod in pods}
+        # A Pod told about (refused, over a cap) or checked and gone since: its entries go too.
+        self._told = {told for told in self._told if told[0] in listed}
+        self._submitters_checked = {
+            uid: ok for uid, ok in self._submitters_checked.items() if uid in listed
+        }
         # Concurrently: each stop may wait out a grace period.
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
         await self._check_heads()
@@ -272,7 +312,9 @@ class LocalRayAgent:
         if uid in self._running:
             return
         cluster = self._cluster_of(pod)
-        if cluster is None or not await self._has_room(pod, new_cluster=True):
+        if cluster is None or not await self._created_for(pod, cluster):
+            return
+        if not await self._has_room(pod, new_cluster=True):
             return
         plan = await self._plan_node(pod, cluster)
         if plan is None:
@@ -307,7 +349,9 @@ class LocalRayAgent:
         if head is None:
             return
         cluster = self._cluster_of(pod)
-        if cluster is None or not await self._has_room(pod, new_cluster=False):
+        if cluster is None or not await self._created_for(pod, cluster):
+            return
+        if not await self._has_room(pod, new_cluster=False):
             return
         plan = await self._plan_node(pod, cluster)
         if plan is None:
@@ -505,6 +549,8 @@ class LocalRayAgent:
         except UnplannablePodError as error:
             await self._tell_once(pod, "LocalRayUnplannable", f"no local process: {error}")
             return
+        if not await self._is_operators_submitter(pod, plan):
+            return
         target = self._submitter_target(plan)
         if target is None:
             return
@@ -530,6 +576,60 @@ class LocalRayAgent:
             message=f"submitter runs locally against the dashboard at {local_address}; "
             f"its output: {self._log_path(pod)}",
         )
+
+    async def _is_operators_submitter(self, pod: Pod, plan: SubmitterPlan) -> bool:
+        """Whether the Pod belongs to a submitter Job this operator created for its RayJob, and
+        runs exactly that Job's template (owner references and labels anyone can write).
+
+        Decided once per Pod: neither a Pod's containers nor a Job's template can change.
+        """
+        uid = pod["metadata"]["uid"]
+        if uid not in self._submitters_checked:
+            self._submitters_checked[uid] = await self._submitter_of_a_created_job(pod, plan)
+        if not self._submitters_checked[uid]:
+            await self._refuse(pod, f"RayJob {plan.rayjob}'s submitter Job (with its template)")
+        return self._submitters_checked[uid]
+
+    async def _submitter_of_a_created_job(self, pod: Pod, plan: SubmitterPlan) -> bool:
+        job_uid = controller_of_kind(pod["metadata"], "Job")
+        rayjob = self._store.get(RAY_JOB, plan.namespace, plan.rayjob)
+        owner = self._registry.created.owner_of("Job", job_uid) if job_uid else None
+        job = None
+        if owner and rayjob is not None and rayjob["metadata"].get("uid") == owner:
+            job = await self._job_with_uid(plan.namespace, pod, job_uid)
+        return job is not None and runs_the_template_of(pod, job)
+
+    async def _job_with_uid(self, namespace: str, pod: Pod, uid: str) -> Object | None:
+        for owner in pod["metadata"].get("ownerReferences") or ():
+            if owner.get("uid") == uid:
+                try:
+                    job = await self._client.get(JOB, str(owner.get("name")), namespace=namespace)
+                except NotFound:
+                    return None
+                return job if job["metadata"].get("uid") == uid else None
+        return None
+
+    async def _created_for(self, pod: Pod, cluster: RayCluster) -> bool:
+        """Whether this operator created the Pod for `cluster` (refused with an Event if not)."""
+        created_for = self._registry.created.owner_of("Pod", pod["metadata"]["uid"])
+        if created_for is not None and created_for == cluster["metadata"].get("uid"):
+            return True
+        await self._refuse(pod, f"RayCluster {cluster['metadata']['name']}")
+        return False
+
+    async def _refuse(self, pod: Pod, what: str) -> None:
+        metadata = pod["metadata"]
+        if await self._tell_once(
+            pod,
+            "LocalRayNotRun",
+            f"no local process: this operator did not create this Pod for {what}; only the Pods "
+            "it creates run on this machine",
+        ):
+            logger.warning(
+                "local Ray: %s/%s was not created by this operator: not run",
+                metadata.get("namespace"),
+                metadata.get("name"),
+            )
 
     def _submitter_target(self, plan: SubmitterPlan) -> tuple[str, LocalCluster] | None:
         """The address the submitter was given and the local cluster it means, once known."""
@@ -748,6 +848,18 @@ def _remove_files(*paths: Path | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def recording_creations(
+    factory: ControllerFactory, *, registry: LocalRayRegistry
+) -> ControllerFactory:
+    """`factory` whose controller's client tells `registry.created` of each object it creates."""
+
+    def build(context: ControllerContext) -> Controller:
+        client = context.client.with_create_observer(registry.created.record)
+        return factory(dataclasses.replace(context, client=client))
+
+    return build
+
+
 def local_ray_component(
     *, registry: LocalRayRegistry, options: LocalRayOptions
 ) -> Callable[[ComponentContext], LocalRayAgent]:
@@ -761,6 +873,7 @@ def local_ray_component(
             events=events,
             registry=registry,
             options=options,
+            namespaces=context.settings.namespaces,
         )
 
     return build
@@ -773,4 +886,5 @@ __all__ = [
     "LocalRayRegistry",
     "LocalRayResolver",
     "local_ray_component",
+    "recording_creations",
 ]

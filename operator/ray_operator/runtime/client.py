@@ -57,6 +57,9 @@ Object = dict[str, Any]
 
 _MUTATING_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 
+CreateObserver = Callable[[str, Object], None]
+"""Told `(kind name, the object as stored)` after each create (`with_create_observer`)."""
+
 
 class PatchType(enum.StrEnum):
     """The patch flavours the API server accepts (the value is the Content-Type)."""
@@ -163,21 +166,35 @@ class KubeClient:
         field_manager: str = OPERATOR_NAME,
         request_timeout: float = 30.0,
         write_guard: Callable[[], None] | None = None,
+        create_observer: CreateObserver | None = None,
     ) -> None:
         self._api = api
         self._metrics = metrics
         self._field_manager = field_manager
         self._request_timeout = request_timeout
         self._write_guard = write_guard
+        self._create_observer = create_observer
 
     def with_write_guard(self, write_guard: Callable[[], None]) -> KubeClient:
         """A client sharing this one's connections whose writes first call `write_guard`."""
+        return self._sharing(write_guard=write_guard, create_observer=self._create_observer)
+
+    def with_create_observer(self, observer: CreateObserver) -> KubeClient:
+        """A client sharing this one's connections (and write guard) that tells `observer` of
+        every object it created, as the API server stored it (the local Ray agent's record of
+        the Pods and Jobs the operator made)."""
+        return self._sharing(write_guard=self._write_guard, create_observer=observer)
+
+    def _sharing(
+        self, *, write_guard: Callable[[], None] | None, create_observer: CreateObserver | None
+    ) -> KubeClient:
         return KubeClient(
             self._api,
             metrics=self._metrics,
             field_manager=self._field_manager,
             request_timeout=self._request_timeout,
             write_guard=write_guard,
+            create_observer=create_observer,
         )
 
     async def close(self) -> None:
@@ -266,6 +283,8 @@ class KubeClient:
             what=_what("create", kind, namespace, name),
             request_timeout=request_timeout,
         )
+        if self._create_observer is not None and not dry_run:
+            self._create_observer(kind.kind, stored)
         return cast("Viewed", stored)  # what the API server stores of `kind`: its view
 
     async def replace(

@@ -56,6 +56,8 @@ def embedded_cluster_errors(
         "kind": "RayCluster",
         "metadata": {
             "name": _STAND_IN_NAME,
+            # The real cluster's: the operator-identity rule applies in one namespace only.
+            "namespace": owner_metadata.get("namespace") or "",
             "annotations": dict(owner_metadata.get("annotations") or {}),
             "labels": {names.ORIGINATED_FROM_CRD_LABEL: creator},
         },

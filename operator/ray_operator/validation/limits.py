@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from ray_operator.features import FeatureGates
+from ray_operator.validation.identity import OperatorIdentity
 
 DEFAULT_MAX_PODS_PER_CLUSTER = 10_000
 
@@ -33,6 +34,10 @@ class ClusterLimits:
     feature_gates: FeatureGates = dataclasses.field(default_factory=FeatureGates)
     """The operator's `--feature-gates`: a gated field is refused, naming its gate, while the
     gate is off (what a cluster may ask for depends on what the operator was started with)."""
+
+    operator_identity: OperatorIdentity | None = None
+    """The operator's own ServiceAccount (`--service-account`): no template in its namespace may
+    name it (`validation/identity.py`); None when not known (outside a cluster)."""
 
 
 DEFAULT_LIMITS = ClusterLimits()

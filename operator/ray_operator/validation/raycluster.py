@@ -9,7 +9,8 @@ while their feature gate (`--feature-gates`) is off; the embedded RocksDB GCS ba
 Beyond KubeRay too: the Pod templates are checked with Kubernetes' own Pod rules
 (`validation/pod_template.py`: what the API server would refuse at Pod creation), the groups'
 `resources` quantities are valid and bounded, and the Pods the cluster asks for stay within
-`ClusterLimits.max_pods_per_cluster` (`validation/limits.py`).
+`ClusterLimits.max_pods_per_cluster` (`validation/limits.py`). No Pod runs as the operator's own
+ServiceAccount (`validation/identity.py`).
 `raycluster_warnings` lists what is legal but probably unintended (admission warnings).
 
 Validation only reads: a mapping is looked at in place, never copied (the controller runs this
@@ -51,6 +52,7 @@ from ray_operator.validation.errors import (
 )
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.history_server import history_server_errors
+from ray_operator.validation.identity import cluster_identity_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.mtls import tls_options_errors
 from ray_operator.validation.network_policy import network_policy_errors
@@ -101,6 +103,7 @@ def validate_raycluster(
         _upgrade_strategy_errors,
         _pod_template_errors,
         functools.partial(_pod_count_errors, limits=limits),
+        functools.partial(cluster_identity_errors, identity=limits.operator_identity),
     )
     errors = [error for check in checks for error in check(manifest)]
     # Decoded as KubeRay's Go types only once every rule passed: one more O(size) pass, and a

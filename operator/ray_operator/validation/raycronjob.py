@@ -35,7 +35,7 @@ def validate_raycronjob(
         *_name_errors(manifest),
         *_schedule_errors(spec),
         *_time_zone_errors(spec),
-        *_job_template_errors(spec, limits=limits),
+        *_job_template_errors(manifest, limits=limits),
     ]
 
 
@@ -72,8 +72,8 @@ def _time_zone_errors(spec: JSON) -> list[FieldError]:
     return []
 
 
-def _job_template_errors(spec: JSON, *, limits: ClusterLimits) -> list[FieldError]:
-    template = spec.get("jobTemplate")
+def _job_template_errors(manifest: JSON, *, limits: ClusterLimits) -> list[FieldError]:
+    template = (manifest.get("spec") or {}).get("jobTemplate")
     if not isinstance(template, dict):
         return []
     # The RayJobs get none of the RayCronJob's annotations (as in KubeRay), so neither does the
@@ -81,7 +81,11 @@ def _job_template_errors(spec: JSON, *, limits: ClusterLimits) -> list[FieldErro
     stand_in = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
-        "metadata": {"name": _STAND_IN_NAME},
+        # The RayJobs' namespace: the operator-identity rule applies in one namespace only.
+        "metadata": {
+            "name": _STAND_IN_NAME,
+            "namespace": (manifest.get("metadata") or {}).get("namespace") or "",
+        },
         "spec": template,
     }
     return [

@@ -28,6 +28,7 @@ from ray_operator.validation.errors import (
     required,
     shown,
 )
+from ray_operator.validation.identity import submitter_template_identity_errors
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.pod_template import pod_template_errors
 from ray_operator.validation.raycluster import read_only_manifest
@@ -72,6 +73,7 @@ def validate_rayjob(
         manifest, field="rayClusterSpec", creator=names.CRD_RAY_JOB, limits=limits
     )
     errors += _submitter_template_errors(_spec(manifest))
+    errors += submitter_template_identity_errors(manifest, identity=limits.operator_identity)
     return errors
 
 

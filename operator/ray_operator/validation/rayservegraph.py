@@ -218,6 +218,8 @@ def _rayservice_errors(
         "kind": "RayService",
         "metadata": {
             "name": service_name if service_name else metadata.get("name", ""),
+            # The graph's: the operator-identity rule applies in one namespace only.
+            "namespace": metadata.get("namespace") or "",
             "annotations": dict(_mapping(metadata.get("annotations"))),
         },
         "spec": stand_in_spec,

@@ -33,6 +33,7 @@ from ray_operator.features import FeatureGates
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
 from ray_operator.server import ReadLimits, bounded_runner, start_site
+from ray_operator.settings import cluster_limits
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.certificates import (
     CertificateSource,
@@ -190,12 +191,11 @@ def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], W
 
     def build(context: ComponentContext) -> Webhooks:
         # The unguarded client: a standby replica must keep its certificate current too.
-        limits = ClusterLimits(
-            max_pods_per_cluster=context.settings.max_pods_per_cluster,
-            feature_gates=context.settings.feature_gates,
-        )
         return Webhooks(
-            options, client=context.client, limits=limits, gates=context.settings.feature_gates
+            options,
+            client=context.client,
+            limits=cluster_limits(context.settings),
+            gates=context.settings.feature_gates,
         )
 
     return build
