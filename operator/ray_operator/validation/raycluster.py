@@ -209,7 +209,10 @@ def _head_service_errors(group: Mapping[str, Any]) -> Iterator[FieldError]:
     service_type = group.get("serviceType")
     if service_type and service_type not in HEAD_SERVICE_TYPES:
         yield invalid(f"{HEAD}.serviceType", shown(service_type), _HEAD_SERVICE_TYPE_RULE)
-    service_spec = (group.get("headService") or {}).get("spec") or {}
+    head_service = group.get("headService")
+    service_spec = head_service.get("spec") if isinstance(head_service, Mapping) else None
+    if not isinstance(service_spec, Mapping):
+        return  # the CRD schema admits only an object here; nothing to alias with otherwise
     path = f"{HEAD}.headService.spec"
     custom_type = service_spec.get("type")
     if custom_type and custom_type not in HEAD_SERVICE_TYPES:
