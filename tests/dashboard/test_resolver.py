@@ -223,7 +223,11 @@ async def test_no_request_is_made_when_the_cluster_has_no_head_pod_of_its_own(
             await ray.version()
     assert seen == []
     assert raised.value.unreachable_cause == "NoAddress"
-    assert str(raised.value) == (
+    fixed = (
         "no dashboard address for RayCluster ns/c: none is configured and no head Pod of this "
         "cluster has an IP yet"
     )
+    assert str(raised.value) == fixed
+    reported = access.reachability(owner, raised.value)
+    assert reported is not None
+    assert reported.message == f"The Ray dashboard cannot be reached (NoAddress): {fixed}"

@@ -151,7 +151,8 @@ class DashboardAccess:
     ) -> Reachability | None:
         """What a check of `cluster`'s dashboard found; None when it learnt nothing (the
         dashboard was cooling down, or answered with something we could not use)."""
-        url = shown_url(self.dashboard_url(cluster) or "")
+        asked = self.dashboard_url(cluster)
+        url = shown_url(asked) if asked else ""
         if error is None:
             return Reachability(url=url, cause=None)
         cause = error.unreachable_cause
