@@ -97,7 +97,7 @@ class StaticResolver:
 def head_pod_to_address(cluster: RayCluster, pods: Iterable[Pod]) -> Pod | None:
     """The head Pod of `cluster` the operator may address (`is_head_pod_of`, with an IP); a
     Ready one first."""
-    candidates = [pod for pod in pods if is_head_pod_of(cluster, pod) and _pod_ip(pod)]
+    candidates = [p for p in pods if is_head_pod_of(cluster, p) and _pod_ip(p) is not None]
     ready = [pod for pod in candidates if is_running_and_ready(pod)]
     chosen = ready or candidates
     return chosen[0] if chosen else None
