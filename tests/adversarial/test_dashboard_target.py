@@ -187,26 +187,20 @@ def head_only_cluster_spec(port: int, head_service: dict[str, Any] | None) -> di
     return {"rayVersion": "2.52.0", "headGroupSpec": head}
 
 
+def ray_object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
 def rayjob(name: str, cluster: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
     """An HTTPMode RayJob: the operator itself POSTs the entrypoint to the dashboard."""
     job_spec = {"entrypoint": ENTRYPOINT, "submissionMode": "HTTPMode", **spec}
     if cluster is not None:
         job_spec["rayClusterSpec"] = cluster
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name},
-        "spec": job_spec,
-    }
+    return ray_object("RayJob", name, job_spec)
 
 
 def raycluster(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name},
-        "spec": cluster,
-    }
+    return ray_object("RayCluster", name, cluster)
 
 
 def rayservice(name: str, cluster: dict[str, Any]) -> dict[str, Any]:
@@ -295,102 +289,95 @@ def test_the_webhook_refuses_an_external_name_head_service_naming_its_type(
 # --- without the webhook: nothing reaches B ---------------------------------------------------
 
 
-def test_a_rayjob_whose_head_service_aliases_another_dashboard_never_reaches_it(
+@dataclass
+class Attack:
+    """Tenant A against an operator without webhooks whose DNS aliases A's head Services."""
+
+    operator: OperatorUnderTest
+    dashboards: Dashboards
+    kubectl: Kubectl
+    namespace: str
+    other_namespace: str
+
+    def landed(self) -> bool:
+        """A dashboard was told to run something: a job POSTed, a Serve config PUT."""
+        return any(request.method in ("POST", "PUT") for request in self.dashboards.requests)
+
+    def assert_refused(
+        self, kind: str, name: str, *, path: str, meanwhile: Callable[[], object] = bool
+    ) -> None:
+        """Nothing reached B (nor leaked from it), and `kind/name` reports the alias refused."""
+
+        def refused() -> str:
+            return reported_invalid(self.kubectl, self.namespace, kind, name)
+
+        until(meanwhile, self.landed, refused, what=f"the attack landing, or the {kind} refused")
+        found = leaks(self.kubectl, self.operator, self.namespace, self.other_namespace)
+        assert (self.dashboards.requests, found) == ([], [])
+        assert f'{path}.{HEAD_SERVICE_TYPE}: Invalid value: "ExternalName"' in refused()
+
+
+@pytest.fixture
+def attack(
     start_operator: StartOperator,
     dns: AliasedDns,
     dashboards: Dashboards,
     kubectl: Kubectl,
     namespace: str,
     other_namespace: str,
-) -> None:
-    operator = dns.operator(start_operator)
-    cluster = head_only_cluster_spec(dashboards.port, alias_of(other_namespace))
-    assert apply(kubectl, namespace, rayjob("aliased", cluster)).returncode == 0
+) -> Attack:
+    return Attack(dns.operator(start_operator), dashboards, kubectl, namespace, other_namespace)
 
-    until(
-        dashboards.posted_jobs,
-        lambda: reported_invalid(kubectl, namespace, "rayjob", "aliased"),
-        what="the job POSTed somewhere, or the RayJob refused",
-    )
-    assert (dashboards.requests, leaks(kubectl, operator, namespace, other_namespace)) == ([], [])
-    message = reported_invalid(kubectl, namespace, "rayjob", "aliased")
-    assert f'spec.rayClusterSpec.{HEAD_SERVICE_TYPE}: Invalid value: "ExternalName"' in message
+
+def test_a_rayjob_whose_head_service_aliases_another_dashboard_never_reaches_it(
+    attack: Attack,
+) -> None:
+    cluster = head_only_cluster_spec(attack.dashboards.port, alias_of(attack.other_namespace))
+    assert apply(attack.kubectl, attack.namespace, rayjob("aliased", cluster)).returncode == 0
+    attack.assert_refused("rayjob", "aliased", path="spec.rayClusterSpec")
 
 
 def test_a_rayjob_on_a_selected_cluster_whose_head_service_is_an_alias_never_reaches_it(
-    start_operator: StartOperator,
-    dns: AliasedDns,
-    dashboards: Dashboards,
-    kubectl: Kubectl,
-    namespace: str,
-    other_namespace: str,
+    attack: Attack,
 ) -> None:
-    operator = dns.operator(start_operator)
-    cluster = head_only_cluster_spec(dashboards.port, alias_of(other_namespace))
-    assert apply(kubectl, namespace, raycluster("aliased", cluster)).returncode == 0
-    selector = {"ray.io/cluster": "aliased"}
-    assert apply(kubectl, namespace, rayjob("selecting", clusterSelector=selector)).returncode == 0
-
-    until(
-        dashboards.posted_jobs,
-        lambda: reported_invalid(kubectl, namespace, "raycluster", "aliased"),
-        what="the job POSTed somewhere, or the RayCluster refused",
-    )
-    assert (dashboards.requests, leaks(kubectl, operator, namespace, other_namespace)) == ([], [])
-    message = reported_invalid(kubectl, namespace, "raycluster", "aliased")
-    assert f'spec.{HEAD_SERVICE_TYPE}: Invalid value: "ExternalName"' in message
+    cluster = head_only_cluster_spec(attack.dashboards.port, alias_of(attack.other_namespace))
+    selecting = rayjob("selecting", clusterSelector={"ray.io/cluster": "aliased"})
+    for manifest in (raycluster("aliased", cluster), selecting):
+        assert apply(attack.kubectl, attack.namespace, manifest).returncode == 0
+    attack.assert_refused("raycluster", "aliased", path="spec")
 
 
 def test_a_rayservice_whose_head_service_aliases_another_dashboard_never_puts_its_config_there(
-    start_operator: StartOperator,
-    dns: AliasedDns,
-    dashboards: Dashboards,
-    kubectl: Kubectl,
-    namespace: str,
-    other_namespace: str,
+    attack: Attack, dns: AliasedDns
 ) -> None:
-    operator = dns.operator(start_operator)
     # A RayService names its clusters' head Services itself: `<cluster>-head-svc`.
-    cluster = head_only_cluster_spec(dashboards.port, alias_of(other_namespace, name=None))
-    assert apply(kubectl, namespace, rayservice("aliased", cluster)).returncode == 0
+    alias = alias_of(attack.other_namespace, name=None)
+    cluster = head_only_cluster_spec(attack.dashboards.port, alias)
+    assert apply(attack.kubectl, attack.namespace, rayservice("aliased", cluster)).returncode == 0
     aliased: set[str] = set()
 
     def alias_new_clusters() -> bool:
         """Cluster DNS answers each new cluster's head Service name with B's address."""
-        for name in kubectl("get", "rayclusters", "-n", namespace, "-o", "name").split():
+        listed = attack.kubectl("get", "rayclusters", "-n", attack.namespace, "-o", "name")
+        for name in listed.split():
             service = f"{name.rpartition('/')[2]}-head-svc"
             if service not in aliased:
                 dns.alias(service)
                 aliased.add(service)
         return False
 
-    def config_put() -> bool:
-        return any(request.method == "PUT" for request in dashboards.requests)
-
-    until(
-        alias_new_clusters,
-        config_put,
-        lambda: reported_invalid(kubectl, namespace, "rayservice", "aliased"),
-        what="the Serve config PUT somewhere, or the RayService refused",
+    attack.assert_refused(
+        "rayservice", "aliased", path="spec.rayClusterConfig", meanwhile=alias_new_clusters
     )
-    assert (dashboards.requests, leaks(kubectl, operator, namespace, other_namespace)) == ([], [])
-    message = reported_invalid(kubectl, namespace, "rayservice", "aliased")
-    assert f'spec.rayClusterConfig.{HEAD_SERVICE_TYPE}: Invalid value: "ExternalName"' in message
 
 
 def test_a_head_service_replaced_by_a_foreign_alias_is_never_talked_through(
-    start_operator: StartOperator,
-    dns: AliasedDns,
-    dashboards: Dashboards,
-    kubectl: Kubectl,
-    namespace: str,
-    other_namespace: str,
+    attack: Attack, dashboards: Dashboards, kubectl: Kubectl, namespace: str, other_namespace: str
 ) -> None:
     """A valid RayJob; once the operator built its head Service, the tenant (who may edit
     Services) puts an ExternalName Service of its own in its place, with an ownerReference to
     the cluster copied from the RayCluster it can read. The operator must keep addressing the
     head Pod the cluster made, and only it."""
-    operator = dns.operator(start_operator)
     valid_service = {"metadata": {"name": ALIAS_NAME}}
     cluster = head_only_cluster_spec(dashboards.port, valid_service)
     assert apply(kubectl, namespace, rayjob("replaced", cluster)).returncode == 0
@@ -405,7 +392,7 @@ def test_a_head_service_replaced_by_a_foreign_alias_is_never_talked_through(
     posted = dashboards.posted_jobs()
     assert {request.address for request in posted} == {OWN_HEAD_IP}
     assert json.loads(posted[0].body)["entrypoint"] == ENTRYPOINT
-    assert leaks(kubectl, operator, namespace, other_namespace) == []
+    assert leaks(kubectl, attack.operator, namespace, other_namespace) == []
 
 
 @dataclass
