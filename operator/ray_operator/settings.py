@@ -94,8 +94,8 @@ class Settings:
     """DEBUG, INFO, WARNING or ERROR."""
     dashboard_url_overrides: tuple[str, ...] = ()
     """`<namespace>/<cluster>=<url>` entries (the cluster part may be a glob, e.g. `ns/svc-*`):
-    where the operator reaches those clusters' Ray dashboards instead of the head Service's
-    cluster DNS name (for an operator running outside the cluster)."""
+    where the operator reaches those clusters' Ray dashboards instead of the head Pod's IP (for
+    an operator running outside the cluster)."""
     serve_proxy_url_overrides: tuple[str, ...] = ()
     """`<namespace>/<cluster>=<url>` entries: where the operator reaches those clusters' head
     Serve proxy for its health check instead of the head Pod's IP."""
@@ -305,7 +305,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=env("dashboard-url-override", _comma_list, None),
         help="<namespace>/<cluster glob>=<url>: reach those clusters' Ray dashboards there "
-        "(repeatable; default: the head Service's cluster DNS name)",
+        "(repeatable; default: the head Pod's IP)",
     )
     add(
         "--serve-proxy-url-override",

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ray_operator.builders import build_head_pod, build_worker_pod
 from ray_operator.builders.redis_cleanup import is_redis_cleanup_job, job_outcome
-from ray_operator.dashboard.resolver import InClusterResolver
+from ray_operator.dashboard.resolver import InClusterResolver, head_pod_to_address
 from ray_operator.runtime.kinds import JOB, POD, SERVICE
 from ray_operator.runtime.projection import JOB_FIELDS, POD_FIELDS, Projector
 from ray_operator.runtime.store import Store
@@ -201,6 +201,8 @@ POD_READERS: Mapping[str, Callable[[Obj], Any]] = {
         {"jobStatus": "RUNNING"}, pod, restartable=True
     ),
     "serve_proxy_url": lambda pod: InClusterResolver().serve_proxy_url(CLUSTER, pod),
+    "dashboard_url": lambda pod: InClusterResolver().dashboard_url(CLUSTER, pod),
+    "head_pod_to_address": lambda pod: head_pod_to_address(CLUSTER, [pod]) is not None,
     "count_serve_endpoints": lambda pod: count_serve_endpoints([pod], cluster="ray-complete"),
 }
 

@@ -1,6 +1,8 @@
 """How the RayJob and RayService controllers reach a cluster's Ray dashboard.
 
-`DashboardAccess.open(cluster)` resolves the dashboard URL (a `DashboardResolver`), reads the
+`DashboardAccess.open(cluster)` resolves the dashboard URL (a `DashboardResolver`, given the
+cluster's own head Pod from the cache: the in-cluster address is that Pod's IP, never a name a
+tenant's Service could alias elsewhere, see `dashboard/resolver.py`), reads the
 cluster's Ray auth token from its Secret when `authOptions.mode` is `token` (KubeRay's
 `GetRayDashboardClientFunc`: Secret `authOptions.secretName`, else the cluster's name, key
 `auth_token`) and hands out a `DashboardClient` for one reconcile.
@@ -42,11 +44,16 @@ from ray_operator.dashboard.errors import (
     DashboardError,
     DashboardUnavailable,
 )
-from ray_operator.dashboard.resolver import DashboardResolver, InClusterResolver
+from ray_operator.dashboard.resolver import (
+    DashboardResolver,
+    InClusterResolver,
+    head_pod_to_address,
+)
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import SECRET
+from ray_operator.runtime.kinds import POD, SECRET
+from ray_operator.runtime.store import StoreView
 from ray_operator.status.dashboard_reachability import (
     Reachability,
     cause_changed,
@@ -80,11 +87,14 @@ class DashboardAccess:
         self,
         client: KubeClient,
         *,
+        store: StoreView | None = None,
         resolver: DashboardResolver | None = None,
         options: DashboardOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        # Where the head Pods are found; without it no in-cluster address is known.
+        self._store = store
         self.resolver: DashboardResolver = resolver or InClusterResolver()
         self.options = options or DashboardOptions()
         self._clock = clock
@@ -102,10 +112,13 @@ class DashboardAccess:
                 f"dashboard of RayCluster {key} failed {failures.count} time(s) in a row; "
                 f"not asking again for {failures.until - self._clock():.1f}s"
             )
-        url = self.resolver.dashboard_url(cluster)
+        url = self.dashboard_url(cluster)
         if not url:
+            # No request: the only address the operator uses is this cluster's own head Pod.
             raise DashboardUnavailable(
-                f"no dashboard address known for RayCluster {key}", cause=NO_ADDRESS
+                f"no dashboard address for RayCluster {key}: none is configured and no head Pod "
+                "of this cluster has an IP yet",
+                cause=NO_ADDRESS,
             )
         endpoint = DashboardEndpoint(url, token=await self._token(cluster))
         async with DashboardClient(endpoint, options=self.options) as dashboard:
@@ -119,12 +132,27 @@ class DashboardAccess:
                 raise
             self._failures.pop(key, None)
 
+    def dashboard_url(self, cluster: RayCluster) -> str | None:
+        """The base URL `open` asks for `cluster`: as the resolver says, given its head Pod."""
+        return self.resolver.dashboard_url(cluster, self.head_pod(cluster))
+
+    def head_pod(self, cluster: RayCluster) -> Pod | None:
+        """`cluster`'s own head Pod with an IP, as cached (`head_pod_to_address`)."""
+        if self._store is None:
+            return None
+        metadata = cluster.get("metadata") or {}
+        pods = self._store.list_for_cluster(
+            POD, metadata.get("namespace", ""), metadata.get("name", "")
+        )
+        return head_pod_to_address(cluster, pods)
+
     def reachability(
         self, cluster: RayCluster, error: DashboardError | None
     ) -> Reachability | None:
         """What a check of `cluster`'s dashboard found; None when it learnt nothing (the
         dashboard was cooling down, or answered with something we could not use)."""
-        url = shown_url(self.resolver.dashboard_url(cluster) or "")
+        asked = self.dashboard_url(cluster)
+        url = shown_url(asked) if asked else ""
         if error is None:
             return Reachability(url=url, cause=None)
         cause = error.unreachable_cause
@@ -175,7 +203,8 @@ class DashboardAccess:
         return 0.0 if failures is None else max(0.0, failures.until - self._clock())
 
     async def serve_proxy_healthy(self, cluster: RayCluster, head_pod: Pod) -> bool | None:
-        """Whether the head's Serve proxy is healthy; None when its address is unknown."""
+        """Whether the head's Serve proxy is healthy; None when its address is unknown (the
+        in-cluster resolver answers only for `cluster`'s own head Pod)."""
         url = self.resolver.serve_proxy_url(cluster, head_pod)
         if not url:
             return None

@@ -115,7 +115,7 @@ class RayJobController:
         self._store = context.store
         self._client = context.client
         self._events = context.events
-        self._dashboards = dashboards or DashboardAccess(context.client)
+        self._dashboards = dashboards or DashboardAccess(context.client, store=context.store)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._suffix = suffix
         # Status-check failures count from here at the earliest: a `jobStatusCheckFailureStartTime`
@@ -677,7 +677,9 @@ def rayjob_controller(
     """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
 
     def factory(context: ControllerContext) -> RayJobController:
-        access = DashboardAccess(context.client, resolver=resolver, options=options)
+        access = DashboardAccess(
+            context.client, store=context.store, resolver=resolver, options=options
+        )
         return RayJobController(
             context, dashboards=access, limits=limits, batch_scheduler=batch_scheduler
         )

@@ -124,7 +124,7 @@ class RayServiceController:
         self._store = context.store
         self._client = context.client
         self._events = context.events
-        self._dashboards = dashboards or DashboardAccess(context.client)
+        self._dashboards = dashboards or DashboardAccess(context.client, store=context.store)
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self._monotonic = monotonic
         self._suffix = suffix
@@ -758,7 +758,9 @@ def rayservice_controller(
     """The factory `app.run(..., controllers=[...])` takes, with how to reach dashboards."""
 
     def factory(context: ControllerContext) -> RayServiceController:
-        access = DashboardAccess(context.client, resolver=resolver, options=options)
+        access = DashboardAccess(
+            context.client, store=context.store, resolver=resolver, options=options
+        )
         return RayServiceController(context, dashboards=access, limits=limits)
 
     return factory

@@ -15,6 +15,12 @@ could not be used at all, an `unreachable_cause` (`DNSFailure`, `ConnectionRefus
 condition and compare to report each change of cause once. Messages name the request (method and
 path) and at most a short excerpt of Ray's answer — never request headers, so the bearer token
 can never leak into logs, Events, status or tracebacks.
+
+An excerpt lands in the owner's status and Events, so it may only ever come from the cluster's
+own head: the in-cluster resolver answers with nothing but the IP of the head Pod the cluster
+made (`resolver.py`), and other addresses come from the operator's flags, which a cluster admin
+sets. A name a tenant could alias (a Service) is never asked, so no other host's answer, and no
+probe of what answers where, reaches a tenant through these messages (issue 28, finding 2).
 """
 
 from __future__ import annotations

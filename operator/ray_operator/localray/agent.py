@@ -156,11 +156,11 @@ class LocalRayResolver:
         self._registry = registry
         self._fallback = fallback
 
-    def dashboard_url(self, cluster: RayCluster) -> str | None:
+    def dashboard_url(self, cluster: RayCluster, head_pod: Pod | None) -> str | None:
         found = self._find(cluster)
-        return found.dashboard_url if found else self._fallback.dashboard_url(cluster)
+        return found.dashboard_url if found else self._fallback.dashboard_url(cluster, head_pod)
 
-    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod) -> str | None:
+    def serve_proxy_url(self, cluster: RayCluster, head_pod: Pod | None) -> str | None:
         found = self._find(cluster)
         return found.serve_url if found else self._fallback.serve_proxy_url(cluster, head_pod)
 

@@ -36,9 +36,10 @@ class Reachability:
 
     @property
     def message(self) -> str:
+        where = f" at {self.url}" if self.url else ""  # no URL: no address to ask (NoAddress)
         if self.cause is None:
-            return f"The Ray dashboard at {self.url} answers."
-        return f"The Ray dashboard at {self.url} cannot be reached ({self.cause}): {self.detail}"
+            return f"The Ray dashboard{where} answers."
+        return f"The Ray dashboard{where} cannot be reached ({self.cause}): {self.detail}"
 
 
 def reported_cause(status: Mapping[str, Any]) -> str | None:

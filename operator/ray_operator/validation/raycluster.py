@@ -10,7 +10,10 @@ Beyond KubeRay too: the Pod templates are checked with Kubernetes' own Pod rules
 (`validation/pod_template.py`: what the API server would refuse at Pod creation), the groups'
 `resources` quantities are valid and bounded, and the Pods the cluster asks for stay within
 `ClusterLimits.max_pods_per_cluster` (`validation/limits.py`). No Pod runs as the operator's own
-ServiceAccount (`validation/identity.py`).
+ServiceAccount (`validation/identity.py`). And the head Service is never an ExternalName
+(`serviceType`, `headService.spec.type` or `.externalName`): KubeRay keeps whatever type a custom
+`headService` has, so an ExternalName one would make the cluster's address another tenant's head
+Service (issue 28, finding 2).
 `raycluster_warnings` lists what is legal but probably unintended (admission warnings).
 
 Validation only reads: a mapping is looked at in place, never copied (the controller runs this
@@ -48,6 +51,7 @@ from ray_operator.validation.errors import (
     invalid,
     not_supported,
     required,
+    shown,
     too_long,
 )
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
@@ -82,6 +86,13 @@ _RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
 _V2_ENV_TRUE = ("1", "true")
 
 HEAD = "spec.headGroupSpec"
+# The head Service must select this cluster's head Pod: an ExternalName Service is only a DNS
+# alias (a CNAME) for any host the spec names, another tenant's head Service included.
+HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+_HEAD_SERVICE_TYPE_RULE = (
+    "must be ClusterIP, NodePort or LoadBalancer: the head Service selects this cluster's head "
+    "Pod, and an ExternalName Service would alias another host instead"
+)
 
 
 def validate_raycluster(
@@ -193,6 +204,27 @@ def _head_group_errors(cluster: RayCluster) -> Iterator[FieldError]:
             f"{HEAD}.template.spec.containers", "headGroupSpec should have at least one container"
         )
     yield from _group_params_errors(HEAD, group)
+    yield from _head_service_errors(group)
+
+
+def _head_service_errors(group: Mapping[str, Any]) -> Iterator[FieldError]:
+    """`serviceType` and a custom `headService` may not make the head Service an alias."""
+    service_type = group.get("serviceType")
+    if service_type and service_type not in HEAD_SERVICE_TYPES:
+        yield invalid(f"{HEAD}.serviceType", shown(service_type), _HEAD_SERVICE_TYPE_RULE)
+    head_service = group.get("headService")
+    service_spec = head_service.get("spec") if isinstance(head_service, Mapping) else None
+    if not isinstance(service_spec, Mapping):
+        return  # the CRD schema admits only an object here; nothing to alias with otherwise
+    path = f"{HEAD}.headService.spec"
+    custom_type = service_spec.get("type")
+    if custom_type and custom_type not in HEAD_SERVICE_TYPES:
+        yield invalid(f"{path}.type", shown(custom_type), _HEAD_SERVICE_TYPE_RULE)
+    if service_spec.get("externalName"):
+        yield forbidden(
+            f"{path}.externalName",
+            "a head Service is never an ExternalName Service: it selects this cluster's head Pod",
+        )
 
 
 def _group_params_errors(path: str, group: Mapping[str, Any]) -> Iterator[FieldError]:
