@@ -26,12 +26,16 @@ from ray_operator.builders.serve_graph import (
     USER_PYTHONPATH,
     build_builder_configmap,
     build_rayservice,
+    builder_configmap_findings,
     builder_configmap_name,
+    builder_digest,
     builder_source,
+    builder_version,
     compile_serve_config,
     digest,
     graph_label_value,
     inject_builder,
+    mounted_configmap_names,
     render_serve_config,
 )
 from ray_operator.builders.serve_yaml import load_serve_config
@@ -362,10 +366,10 @@ def test_builder_source_is_the_shipped_module() -> None:
 # --- the builder ConfigMap ---------------------------------------------------------------------
 
 
-def test_the_builder_configmap_is_labelled_owned_and_holds_the_module() -> None:
+def test_the_builder_configmap_is_labelled_owned_and_holds_the_module_alone_immutably() -> None:
     configmap = build_builder_configmap(rsg())
     assert configmap["metadata"] == {
-        "name": "pipeline-serve-graph-builder",
+        "name": f"pipeline-serve-graph-builder-{builder_version()}",
         "namespace": "ns1",
         "labels": {
             "ray-operator.io/serve-graph": "pipeline",
@@ -383,14 +387,72 @@ def test_the_builder_configmap_is_labelled_owned_and_holds_the_module() -> None:
         ],
     }
     assert configmap["data"] == {BUILDER_FILE: builder_source()}
+    assert configmap["immutable"] is True
+    assert "binaryData" not in configmap
     assert BUILDER_FILE == "ray_operator_serve_graph.py"
+
+
+def test_the_configmap_name_carries_the_modules_version() -> None:
+    """An immutable ConfigMap is never refreshed in a running Pod: a new module, a new name."""
+    assert builder_digest() == digest(builder_source())
+    assert builder_version() == digest(builder_source()).removeprefix("sha256:")[:10]
+    assert builder_configmap_name("pipeline") == f"pipeline-serve-graph-builder-{builder_version()}"
+
+
+def test_what_the_operator_writes_has_no_findings() -> None:
+    assert builder_configmap_findings(build_builder_configmap(rsg())) == []
+
+
+def planted(**changes: Any) -> Config:
+    configmap = build_builder_configmap(rsg())
+    configmap.update(changes)
+    return configmap
+
+
+@pytest.mark.parametrize(
+    ("configmap", "findings"),
+    [
+        (
+            planted(data={BUILDER_FILE: builder_source(), "sitecustomize.py": "import os"}),
+            ["data keys besides the module"],
+        ),
+        (planted(binaryData={"x.pth": "aW1wb3J0IG9z"}), ["binaryData"]),
+        (planted(immutable=False), ["no immutable: true"]),
+        (planted(immutable=None), ["no immutable: true"]),
+        (
+            planted(data={BUILDER_FILE: builder_source() + "\nimport os"}),
+            ["a module that is not the operator's"],
+        ),
+        (planted(data={}), ["a module that is not the operator's"]),
+        (
+            {"metadata": {"name": "x"}, "data": {"sitecustomize.py": "import os"}},
+            [
+                "a module that is not the operator's",
+                "data keys besides the module",
+                "no immutable: true",
+            ],
+        ),
+    ],
+)
+def test_every_difference_from_what_the_operator_writes_is_found(
+    configmap: Config, findings: list[str]
+) -> None:
+    assert builder_configmap_findings(configmap) == findings
+
+
+def test_findings_never_echo_what_was_planted() -> None:
+    hostile = "$(curl evil) sitecustomize.py \x1b[2J"
+    configmap = planted(data={hostile: hostile, BUILDER_FILE: hostile}, binaryData={hostile: ""})
+    assert builder_configmap_findings(configmap)
+    assert all(hostile not in finding for finding in builder_configmap_findings(configmap))
+    assert all("sitecustomize" not in finding for finding in builder_configmap_findings(configmap))
 
 
 def test_a_long_graph_name_gives_a_short_distinct_configmap_name_and_label() -> None:
     first, second = "a" * 250 + "x", "a" * 250 + "y"
     assert len(builder_configmap_name(first)) <= 253
     assert builder_configmap_name(first) != builder_configmap_name(second)
-    assert builder_configmap_name(first).endswith("-serve-graph-builder")
+    assert builder_configmap_name(first).endswith(f"-serve-graph-builder-{builder_version()}")
     assert len(graph_label_value(first)) <= 63
     assert graph_label_value(first) != graph_label_value(second)
     assert graph_label_value("pipeline") == "pipeline"
@@ -412,10 +474,16 @@ def pod_specs(spec: Config) -> list[Config]:
     ]
 
 
+BUILDER_VOLUME = {
+    "name": names.BUILDER_VOLUME,
+    "configMap": {"name": "cm", "items": [{"key": BUILDER_FILE, "path": BUILDER_FILE}]},
+}
+
+
 def test_every_ray_container_mounts_the_builder_and_has_it_on_pythonpath() -> None:
     injected = inject_builder(cluster_spec(), configmap_name="cm")
     for pod_spec in pod_specs(injected):
-        assert pod_spec["volumes"] == [{"name": names.BUILDER_VOLUME, "configMap": {"name": "cm"}}]
+        assert pod_spec["volumes"] == [BUILDER_VOLUME]
         container = pod_spec["containers"][0]
         assert container["volumeMounts"] == [
             {"name": names.BUILDER_VOLUME, "mountPath": MOUNT, "readOnly": True}
@@ -466,6 +534,38 @@ def test_a_pythonpath_from_a_secret_is_kept_behind_the_builder() -> None:
     assert inject_builder(injected, configmap_name="cm") == injected
 
 
+def test_the_volume_projects_the_module_file_alone() -> None:
+    """Any other key of the ConfigMap would land beside the module, first on PYTHONPATH (a
+    `sitecustomize.py` runs in every Python process): only the module is projected."""
+    injected = inject_builder(cluster_spec(), configmap_name="cm")
+    for pod_spec in pod_specs(injected):
+        (volume,) = (v for v in pod_spec["volumes"] if v["name"] == names.BUILDER_VOLUME)
+        assert volume["configMap"]["items"] == [{"key": BUILDER_FILE, "path": BUILDER_FILE}]
+
+
+def test_a_user_volume_of_the_builders_name_cannot_widen_the_projection() -> None:
+    spec = cluster_spec()
+    head = spec["headGroupSpec"]["template"]["spec"]
+    head["volumes"] = [{"name": names.BUILDER_VOLUME, "configMap": {"name": "cm"}}]
+    head["containers"][0]["volumeMounts"] = [{"name": "mine", "mountPath": MOUNT}]
+    pod = inject_builder(spec, configmap_name="cm")["headGroupSpec"]["template"]["spec"]
+    assert pod["volumes"] == [BUILDER_VOLUME]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": names.BUILDER_VOLUME, "mountPath": MOUNT, "readOnly": True}
+    ]
+
+
+def test_the_mounted_configmaps_of_a_cluster_spec_are_found_in_every_group() -> None:
+    spec = inject_builder(cluster_spec(), configmap_name="cm")
+    worker = spec["workerGroupSpecs"][1]["template"]["spec"]
+    worker["volumes"].append(
+        {"name": "p", "projected": {"sources": [{"configMap": {"name": "projected"}}, {}]}}
+    )
+    worker["volumes"].append({"name": "s", "secret": {"secretName": "not-a-configmap"}})
+    assert mounted_configmap_names(spec) == {"cm", "projected"}
+    assert mounted_configmap_names({}) == set()
+
+
 def test_a_configmap_rename_replaces_the_volume_instead_of_adding_one() -> None:
     injected = inject_builder(
         inject_builder(cluster_spec(), configmap_name="old"), configmap_name="new"
@@ -488,7 +588,8 @@ def test_the_rayservice_runs_the_config_on_the_injected_cluster() -> None:
     assert service["spec"] == {
         "serveConfigV2": text,
         "rayClusterConfig": inject_builder(
-            graph["spec"]["rayClusterSpec"], configmap_name="pipeline-serve-graph-builder"
+            graph["spec"]["rayClusterSpec"],
+            configmap_name=f"pipeline-serve-graph-builder-{builder_version()}",
         ),
         "upgradeStrategy": {"type": "NewCluster"},
         "rayClusterDeletionDelaySeconds": 30,

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from ray_operator.app import Operator
+from ray_operator.builders.serve_graph import builder_configmap_name
 from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.controllers.rayservegraph import rayservegraph_controller
 from ray_operator.controllers.rayservice import rayservice_controller
@@ -248,7 +249,7 @@ async def request_refresh(harness: Harness, name: str) -> str:
 
 
 async def builder_configmap(harness: Harness, graph: str) -> dict[str, Any]:
-    return await wait_for_object(harness, CONFIG_MAP, f"{graph}-serve-graph-builder")
+    return await wait_for_object(harness, CONFIG_MAP, builder_configmap_name(graph))
 
 
 async def events_about(harness: Harness, name: str) -> list[dict[str, Any]]:

@@ -17,7 +17,12 @@ import time
 from typing import Any
 
 import pytest
-from ray_operator.builders.serve_graph import BUILDER_FILE, builder_source, digest
+from ray_operator.builders.serve_graph import (
+    BUILDER_FILE,
+    builder_configmap_name,
+    builder_source,
+    digest,
+)
 from ray_operator.controllers.rayservegraph import FINALIZER, SPEC_HASH_ANNOTATION
 from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, RAY_SERVICE
 from ray_operator.servegraph.fetch import FetchPolicy
@@ -111,6 +116,7 @@ async def test_a_graph_is_fetched_with_the_token_and_becomes_an_owned_rayservice
     assert FINALIZER in graph["metadata"]["finalizers"]
     configmap = await builder_configmap(harness, "pipeline")
     assert configmap["data"] == {BUILDER_FILE: builder_source()}
+    assert configmap["immutable"] is True
     assert configmap["metadata"]["ownerReferences"][0]["uid"] == graph["metadata"]["uid"]
 
 
@@ -235,7 +241,7 @@ async def test_deleting_the_graph_deletes_its_rayservice_and_configmap(
     await wait_until_gone(harness, RAY_SERVE_GRAPH, "pipeline")
     # The local control plane has no garbage collector: only the controller deletes these.
     await wait_until_gone(harness, RAY_SERVICE, "pipeline")
-    await wait_until_gone(harness, CONFIG_MAP, "pipeline-serve-graph-builder")
+    await wait_until_gone(harness, CONFIG_MAP, builder_configmap_name("pipeline"))
 
 
 async def test_failing_fetches_back_off_per_object_and_leave_other_graphs_alone(
@@ -399,7 +405,10 @@ async def test_a_changed_cluster_spec_is_patched_into_the_same_rayservice(
     volumes = after["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["volumes"]
     assert {
         "name": "ray-operator-serve-graph",
-        "configMap": {"name": "pipeline-serve-graph-builder"},
+        "configMap": {
+            "name": builder_configmap_name("pipeline"),
+            "items": [{"key": BUILDER_FILE, "path": BUILDER_FILE}],
+        },
     } in volumes
     assert artifacts.request_count(GRAPH_PATH) == 2  # a spec change fetches too
 
@@ -442,7 +451,7 @@ async def test_a_builder_configmap_someone_else_made_stops_the_deployment_until_
     planted = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "pipeline-serve-graph-builder"},
+        "metadata": {"name": builder_configmap_name("pipeline")},
         "data": {BUILDER_FILE: "import os; os.system('steal the token')"},
     }
     await harness.apply(planted)
@@ -452,7 +461,9 @@ async def test_a_builder_configmap_someone_else_made_stops_the_deployment_until_
     status = await wait_for_condition(
         harness, "pipeline", "Deployed", status="False", reason="BuilderConfigMapConflict"
     )
-    assert "pipeline-serve-graph-builder" in condition(status, "Deployed")["message"]
+    message = condition(status, "Deployed")["message"]
+    assert builder_configmap_name("pipeline") in message
+    assert "steal" not in message
     name = planted["metadata"]["name"]
     kept = await harness.client.get(CONFIG_MAP, name, namespace=harness.namespace)
     assert kept["data"] == planted["data"]

@@ -19,11 +19,21 @@ Numbers in `google.protobuf.Struct` are doubles on the wire: integral values wit
 every integer is exact) are compiled to ints, so `{"factor": 3}` reaches the user's constructor
 as `3`, not `3.0`; other values stay floats.
 
-The builder reaches the Ray containers through the ConfigMap `<graph>-serve-graph-builder`,
-mounted read-only at `BUILDER_MOUNT_PATH` (no subPath, so an operator upgrade updates the file in
-place) and prepended to `PYTHONPATH` of every Ray container (`inject_builder`). If the Ray image
-itself sets PYTHONPATH, the container's env entry shadows it (Kubernetes semantics); a
-PYTHONPATH the Pod template sets is kept, after ours.
+The builder reaches the Ray containers through the ConfigMap
+`<graph>-serve-graph-builder-<version>`, `<version>` the first 10 hex digits of the module's
+sha256 (`builder_configmap_name`): mounted read-only at `BUILDER_MOUNT_PATH` and prepended to
+`PYTHONPATH` of every Ray container (`inject_builder`). Whatever is first on PYTHONPATH runs in
+every Python process of the cluster (a `sitecustomize.py`, a `.pth`), so the volume projects the
+module file alone (`items`), and the ConfigMap is written `immutable`, holding exactly the module
+(`build_builder_configmap`): the API server then refuses every later change of its content. An
+immutable object is never refreshed in a running Pod (the kubelet stops watching it), hence the
+version in the name: an operator whose module differs writes a new ConfigMap, and the changed
+`rayClusterConfig` rolls the cluster out as any cluster change does. `builder_configmap_findings`
+says, in fixed words, how a ConfigMap of that name differs from what the operator writes; the
+controller trusts one only by that (content and immutability), never by its ownerReferences or
+managedFields, which any client may set. If the Ray image itself sets PYTHONPATH, the
+container's env entry shadows it (Kubernetes semantics); a PYTHONPATH the Pod template sets is
+kept, after ours.
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ PYTHONPATH = "PYTHONPATH"
 _MAX_OBJECT_NAME = 253  # a ConfigMap name is a DNS subdomain
 _MAX_LABEL_VALUE = 63
 _SAFE_INTEGER = 2**53
+_BUILDER_VERSION_LENGTH = 10
 # When the Pod template takes PYTHONPATH from a Secret or ConfigMap (`valueFrom`), that value
 # moves to this variable and PYTHONPATH becomes `<builder dir>:$(…)`: Kubernetes expands
 # references to variables defined earlier in the list.
@@ -287,13 +298,26 @@ def builder_source() -> str:
     return package.joinpath(BUILDER_FILE).read_text(encoding="utf-8")
 
 
+@functools.cache
+def builder_digest() -> str:
+    """`sha256:<hex>` of the builder module: what a builder ConfigMap must hold."""
+    return digest(builder_source())
+
+
+def builder_version() -> str:
+    """The module's short version (10 hex digits of its digest), the last part of the name."""
+    return builder_digest().removeprefix("sha256:")[:_BUILDER_VERSION_LENGTH]
+
+
 def builder_configmap_name(graph_name: str) -> str:
-    """`<graph>-serve-graph-builder`; the graph's part is clipped and hashed if too long."""
-    name = f"{graph_name}{BUILDER_CONFIGMAP_SUFFIX}"
+    """`<graph>-serve-graph-builder-<version>`; the graph's part is clipped and hashed if too
+    long. A new module is a new name (see the module docstring)."""
+    suffix = f"{BUILDER_CONFIGMAP_SUFFIX}-{builder_version()}"
+    name = f"{graph_name}{suffix}"
     if len(name) <= _MAX_OBJECT_NAME:
         return name
-    keep = _MAX_OBJECT_NAME - len(BUILDER_CONFIGMAP_SUFFIX) - 9  # "-" + 8 hex
-    return f"{graph_name[:keep].rstrip('-.')}-{_short_hash(graph_name)}{BUILDER_CONFIGMAP_SUFFIX}"
+    keep = _MAX_OBJECT_NAME - len(suffix) - 9  # "-" + 8 hex
+    return f"{graph_name[:keep].rstrip('-.')}-{_short_hash(graph_name)}{suffix}"
 
 
 def graph_label_value(graph_name: str) -> str:
@@ -306,7 +330,8 @@ def graph_label_value(graph_name: str) -> str:
 
 
 def build_builder_configmap(rsg: Object) -> JSON:
-    """The ConfigMap holding the builder module, labelled and owned like the rest."""
+    """The ConfigMap holding the builder module and nothing else, immutable, labelled and owned
+    like the rest."""
     metadata = rsg["metadata"]
     return {
         "apiVersion": "v1",
@@ -315,7 +340,45 @@ def build_builder_configmap(rsg: Object) -> JSON:
             rsg, name=builder_configmap_name(metadata["name"]), namespace=metadata["namespace"]
         ),
         "data": {BUILDER_FILE: builder_source()},
+        "immutable": True,
     }
+
+
+def builder_configmap_findings(configmap: Object) -> list[str]:
+    """How `configmap` differs from what `build_builder_configmap` writes, in fixed words (never
+    its keys or content, which whoever wrote them chose); empty when it holds exactly the
+    module, nothing else, and is immutable."""
+    data = configmap.get("data") or {}
+    module = data.get(BUILDER_FILE)
+    findings = []
+    if not isinstance(module, str) or digest(module) != builder_digest():
+        findings.append("a module that is not the operator's")
+    if any(key != BUILDER_FILE for key in data):
+        findings.append("data keys besides the module")
+    if configmap.get("binaryData"):
+        findings.append("binaryData")
+    if configmap.get("immutable") is not True:
+        findings.append("no immutable: true")
+    return findings
+
+
+def mounted_configmap_names(ray_cluster_spec: Object) -> set[str]:
+    """The ConfigMaps the Pod templates of a RayCluster spec mount (as a volume, or projected)."""
+    groups = [
+        ray_cluster_spec.get("headGroupSpec"),
+        *(ray_cluster_spec.get("workerGroupSpecs") or []),
+    ]
+    names: set[str] = set()
+    for group in groups:
+        pod_spec = ((group or {}).get("template") or {}).get("spec") or {}
+        for volume in pod_spec.get("volumes") or ():
+            sources = [volume, *((volume.get("projected") or {}).get("sources") or ())]
+            names.update(
+                str(source["configMap"]["name"])
+                for source in sources
+                if isinstance(source.get("configMap"), Mapping) and source["configMap"].get("name")
+            )
+    return names
 
 
 def _short_hash(text: str) -> str:
@@ -387,7 +450,8 @@ def _owner_reference(rsg: Object) -> JSON | None:
 
 def inject_builder(ray_cluster_spec: Object, *, configmap_name: str) -> JSON:
     """A copy of `ray_cluster_spec` whose Ray containers (container 0 of the head and of every
-    worker group) mount the builder ConfigMap and find it first on PYTHONPATH.
+    worker group) mount the builder module of the ConfigMap (that file alone) and find it first
+    on PYTHONPATH.
 
     Deterministic and idempotent (injecting twice equals injecting once): the RayService
     controller compares `rayClusterConfig` by hash, so any drift would upgrade the cluster.
@@ -402,7 +466,10 @@ def inject_builder(ray_cluster_spec: Object, *, configmap_name: str) -> JSON:
 
 
 def _inject_into_pod(pod_spec: JSON, *, configmap_name: str) -> None:
-    volume = {"name": BUILDER_VOLUME, "configMap": {"name": configmap_name}}
+    # Only the module file: any other key would be importable too (`sitecustomize.py` runs in
+    # every Python process). The ConfigMap holds nothing else; this holds if it ever did.
+    items = [{"key": BUILDER_FILE, "path": BUILDER_FILE}]
+    volume = {"name": BUILDER_VOLUME, "configMap": {"name": configmap_name, "items": items}}
     volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != BUILDER_VOLUME]
     pod_spec["volumes"] = [*volumes, volume]
     container = pod_spec["containers"][0]

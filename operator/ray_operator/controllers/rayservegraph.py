@@ -4,8 +4,10 @@ authenticated URL, fetched, parsed, compiled and kept deployed as a RayService.
 `reconcile` reads as a table of contents: the finalizer `ray-operator.io/serve-graph-cleanup`
 (deletion removes the RayService and the builder ConfigMap explicitly: the local control plane
 has no garbage collector), the spec's rules (the webhook's, again; an invalid spec fetches and
-deploys nothing), the fetch when one is due, parse, compile, the builder ConfigMap, the
-RayService, then the status (`status/rayservegraph`), written only when it changed.
+deploys nothing), the fetch when one is due, parse, compile, the builder ConfigMap (trusted only
+when it holds exactly the module, immutable: `serve_graph_builder`), the RayService (created or
+patched only then), the builder ConfigMaps of other module versions retired, then the status
+(`status/rayservegraph`), written only when it changed.
 
 A fetch is due when the object is new to this replica (after a restart: once, without
 If-None-Match, since the bytes behind the stored ETag are not in memory), when its spec
@@ -71,6 +73,7 @@ from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
     Result,
+    names_owner,
     owner_keys,
 )
 from ray_operator.runtime.errors import (
@@ -83,6 +86,7 @@ from ray_operator.runtime.errors import (
 )
 from ray_operator.runtime.kinds import (
     CONFIG_MAP,
+    RAY_CLUSTER,
     RAY_SERVE_GRAPH,
     RAY_SERVICE,
     SECRET,
@@ -112,6 +116,7 @@ if TYPE_CHECKING:
     from ray_io.v1_views import RayService
     from ray_operator_io.v1alpha1 import serve_graph_pb2
 
+    from ray_operator.controllers.serve_graph_builder import BuilderConfigMaps
     from ray_operator.validation.serve_graph import GraphRejected
 
 # The graph's protobuf parser and the Serve config compiler (with protobuf, ~2 MiB) are imported
@@ -132,8 +137,10 @@ RETRY_BASE_SECONDS = 1.0
 PERMANENT_RETRY_BASE_SECONDS = 10.0
 RETRY_CAP_SECONDS = 300.0
 CONFLICT_RECHECK_SECONDS = 30.0
-"""A RayService of the wanted name that is not ours: looked at again this often (its deletion
-does not map back to the graph: it has no ownerReference to it)."""
+"""A RayService or builder ConfigMap of the wanted name that is not ours: looked at again this
+often (its deletion does not map back to the graph: it has no ownerReference to it). So is a
+builder ConfigMap of another module version still mounted (a RayCluster's deletion does not map
+back either)."""
 DEFAULT_TIMEOUT_SECONDS = 30
 DEFAULT_MAX_BYTES = MAX_DOCUMENT_BYTES
 MAX_REFRESH_VALUE_LENGTH = 64
@@ -242,7 +249,7 @@ class RayServeGraphController:
     """Reconciles RayServeGraphs; their RayService and builder ConfigMap map back by owner."""
 
     kind = RAY_SERVE_GRAPH
-    reads = (RAY_SERVE_GRAPH, RAY_SERVICE, CONFIG_MAP)
+    reads = (RAY_SERVE_GRAPH, RAY_SERVICE, CONFIG_MAP, RAY_CLUSTER)
 
     def __init__(
         self,
@@ -263,6 +270,7 @@ class RayServeGraphController:
         self._memory: dict[ObjectKey, GraphMemory] = {}
         self._waiting_inline: set[str] = set()
         """Namespaces whose reconcile is waiting for a fetch it started (one at a time)."""
+        self._builder_configmaps: BuilderConfigMaps | None = None
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
         if kind == RAY_SERVE_GRAPH:
@@ -291,9 +299,12 @@ class RayServeGraphController:
         await self.fetch_if_due(rsg, memory, stored)
         # Tens of milliseconds for a graph at the parser's bounds: off the event loop.
         compiled = await asyncio.to_thread(self.compile, rsg, memory)
-        conflict = await self.ensure_builder_configmap(rsg) if compiled is not None else None
+        conflict = await self.builder_configmaps.ensure(rsg) if compiled is not None else None
+        stale_builders_mounted = False
         if conflict is None:
             rayservice = await self.ensure_rayservice(rsg, memory, compiled)
+            if compiled is not None:
+                stale_builders_mounted = await self.builder_configmaps.retire_stale(rsg)
         else:
             rayservice = self._rayservice_left_alone(rsg, conflict)
         observed = rules.Observed(
@@ -313,9 +324,19 @@ class RayServeGraphController:
         await self.write_status(
             rsg, stored, rules.compute_status(stored, observed, now=self._now())
         )
-        # A conflicting RayService or ConfigMap is not ours to watch: look again later.
-        in_conflict = not rayservice.owned or conflict is not None
-        return Result(requeue_after=self.next_look(rsg, memory, stored, conflict=in_conflict))
+        # A conflicting RayService or ConfigMap, or the RayCluster mounting an old builder, is
+        # not ours to watch: look again later.
+        look_again = not rayservice.owned or conflict is not None or stale_builders_mounted
+        return Result(requeue_after=self.next_look(rsg, memory, stored, conflict=look_again))
+
+    @property
+    def builder_configmaps(self) -> BuilderConfigMaps:
+        """The builder ConfigMap step (imported with the Serve compiler, on first use)."""
+        if self._builder_configmaps is None:
+            from ray_operator.controllers.serve_graph_builder import BuilderConfigMaps
+
+            self._builder_configmaps = BuilderConfigMaps(self._store, self._client, self._events)
+        return self._builder_configmaps
 
     # --- the spec ------------------------------------------------------------------------------
 
@@ -592,44 +613,10 @@ class RayServeGraphController:
         memory.compiled = Compiled(inputs=inputs, text=text, digest=digest(text))
         return memory.compiled
 
-    async def ensure_builder_configmap(self, rsg: Object) -> ConditionState | None:
-        """Create the ConfigMap shipping the builder module, or bring its data up to date (a new
-        operator version ships a new module). A ConfigMap of that name that is not this graph's
-        is the conflict returned: the Ray containers would import its module, so nothing is
-        deployed until it is gone (someone allowed only to create ConfigMaps must not get code
-        into a graph's cluster)."""
-        from ray_operator.builders.serve_graph import build_builder_configmap
-
-        desired = build_builder_configmap(rsg)
-        namespace, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
-        existing = self._store.get(CONFIG_MAP, namespace, name)
-        if existing is None:
-            try:
-                await self._client.create(CONFIG_MAP, desired, namespace=namespace)
-            except AlreadyExists:
-                # Not in the cache: only labelled ConfigMaps are, so it may be someone else's.
-                existing = await self._client.get(CONFIG_MAP, name, namespace=namespace)
-            else:
-                logger.info("created the builder ConfigMap %s", name)
-                return None
-        if not _owned_by(existing, rsg):
-            return ConditionState(
-                "False",
-                "BuilderConfigMapConflict",
-                f"ConfigMap {name} exists and is not this RayServeGraph's: its Ray containers "
-                "would import the module it holds, so nothing is deployed until it is deleted",
-            )
-        if existing.get("data") != desired["data"]:
-            await self._client.patch(
-                CONFIG_MAP, name, {"data": desired["data"]}, namespace=namespace
-            )
-            logger.info("updated the builder module in ConfigMap %s", name)
-        return None
-
     def _rayservice_left_alone(self, rsg: Object, conflict: ConditionState) -> RayServiceState:
         name = service_name(rsg)
         existing = self._store.get(RAY_SERVICE, rsg["metadata"]["namespace"], name)
-        owned = existing is None or _owned_by(existing, rsg)
+        owned = existing is None or names_owner(existing, rsg["metadata"]["uid"])
         return RayServiceState(name, existing, owned=owned, refused=conflict)
 
     async def ensure_rayservice(
@@ -640,7 +627,7 @@ class RayServeGraphController:
         name = service_name(rsg)
         await self.delete_renamed_rayservices(rsg, keep=name)
         existing = self._store.get(RAY_SERVICE, namespace, name)
-        if existing is not None and not _owned_by(existing, rsg):
+        if existing is not None and not names_owner(existing, rsg["metadata"]["uid"]):
             return RayServiceState(name, existing, owned=False)
         if existing is not None and existing["metadata"].get("deletionTimestamp"):
             return RayServiceState(name, existing, owned=True)
@@ -954,11 +941,6 @@ def _cluster_operations(existing: Object, part: JSON, part_hash: str) -> list[JS
 def _pointer(key: str) -> str:
     """A JSON pointer segment (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def _owned_by(obj: Object, rsg: Object) -> bool:
-    uid = rsg["metadata"].get("uid")
-    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or ())
 
 
 def _secret_value(secret: Object, reference: Object, *, field: str) -> bytes:

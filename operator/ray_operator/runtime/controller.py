@@ -84,6 +84,14 @@ def cluster_key_from_label(obj: Mapping[str, Any]) -> list[ObjectKey]:
     return [ObjectKey(RAY_CLUSTER.kind, metadata.get("namespace", ""), cluster)]
 
 
+def names_owner(obj: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether `obj`'s ownerReferences name `uid`: a claim whoever wrote `obj` made (the uid of
+    an object is readable with `view`), so it decides what `obj` belongs to, never whether its
+    content may be trusted."""
+    references = obj["metadata"].get("ownerReferences") or ()
+    return uid is not None and any(reference.get("uid") == uid for reference in references)
+
+
 def owner_keys(obj: Mapping[str, Any], *, owner: Kind) -> list[ObjectKey]:
     """The owners of kind `owner` named in `obj`'s ownerReferences (same namespace)."""
     metadata = obj["metadata"]
