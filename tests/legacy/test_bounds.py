@@ -100,7 +100,7 @@ def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
         pytest.param(
             "a: " + "9" * 5000,
             [],
-            "ray-operator convert: not YAML this command reads: Exceeds the limit (4300 digits) "
+            "ray-operator convert: not valid YAML: Exceeds the limit (4300 digits) "
             "for integer string conversion: value has 5000 digits; use "
             "sys.set_int_max_str_digits() to increase the limit",
             id="an integer of 5000 digits",
@@ -108,7 +108,7 @@ def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
         pytest.param(
             "a: !!python/object/apply:os.system ['true']",
             [],
-            "ray-operator convert: not YAML: could not determine a constructor for the tag "
+            "ray-operator convert: not valid YAML: could not determine a constructor for the tag "
             "'tag:yaml.org,2002:python/object/apply:os.system' in {path}, line 1, column 4",
             id="a Python object tag",
         ),

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-import yaml
-
 from ray_operator import labels as names
+from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (
@@ -256,10 +255,9 @@ def _runtime_env_errors(spec: JSON) -> Iterator[FieldError]:
     if not text:
         return
     try:
-        parsed = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError) as error:
-        detail = " ".join(str(error).split())[:200]
-        yield invalid("spec.runtimeEnvYAML", shown(text), f"not valid YAML: {detail}")
+        parsed = load_go_yaml(text)  # what the controller submits, typed as KubeRay types it
+    except UnreadableYamlError as error:
+        yield invalid("spec.runtimeEnvYAML", shown(text), str(error))
         return
     if parsed is not None and not isinstance(parsed, dict):
         yield invalid("spec.runtimeEnvYAML", shown(text), "must be a YAML mapping (a runtime_env)")
