@@ -636,7 +636,8 @@ class RayServiceController:
         problems: list[FieldError | str] = [*validate_rayservice(rayservice, limits=self._limits)]
         config: Mapping[str, Any] = {}
         try:
-            config = build.serve_config(rayservice)
+            # Only a valid spec is parsed again (its refusal would repeat the webhook's rule).
+            config = {} if problems else build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
         problem = summarize(problems) or None
