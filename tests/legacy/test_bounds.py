@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ray_operator.cli import main
 from ray_operator.legacy.conversion import LegacyConversionError, convert_legacy_cluster
+from ray_operator.legacy.findings import show
 from ray_operator.validation.limits import ClusterLimits
 
 from tests.legacy.legacy_clusters import legacy_pod, small_legacy_cluster
@@ -82,6 +83,18 @@ def test_a_cluster_beyond_the_operators_pod_limit_is_a_problem() -> None:
         "value: 5: the head and every group's replicas x numOfHosts add up to this many Pods; at "
         "most 4 Pods per cluster (the operator's --max-pods-per-cluster)"
     )
+
+
+def test_a_resources_flag_nested_beyond_json_decoding_is_a_problem() -> None:
+    legacy = small_legacy_cluster()
+    deep = "[" * 5000 + "]" * 5000  # Python's json gives up near 1000 levels (RecursionError)
+    legacy["spec"]["workerStartRayCommands"] = [f"ray start --resources='{deep}'"]
+    with pytest.raises(LegacyConversionError) as raised:
+        convert_legacy_cluster(legacy)
+    assert [str(problem) for problem in raised.value.problems] == [
+        f"spec.workerStartRayCommands[0]: `ray start --resources` must be a JSON object, got "
+        f"{show(deep)}"
+    ]
 
 
 def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:

@@ -232,7 +232,7 @@ def job_submission(rayjob: RayJob, *, submission_id: str) -> JobSubmission:
     if spec.get("entrypointResources"):
         try:
             resources = json.loads(spec["entrypointResources"])
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise InvalidRuntimeEnvError(
                 f"spec.entrypointResources is not a JSON object: {error}"
             ) from error
