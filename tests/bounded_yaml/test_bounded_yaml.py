@@ -14,6 +14,8 @@ import tracemalloc
 
 import pytest
 import yaml
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 from ray_operator.bounded_yaml import (
     MAX_DEPTH,
     MAX_EXPANSION,
@@ -219,3 +221,49 @@ def test_checking_a_megabyte_config_holds_no_more_than_the_parser_s_copy_of_it()
     finally:
         tracemalloc.stop()
     assert peak < 2 * len(text)
+
+
+# --- any alias graph: refused, or at most a constant factor of its text ------------------------
+
+JSON_PER_SIZE = 3
+"""JSON characters per unit of expanded size at most: a scalar's quotes and comma."""
+
+
+@st.composite
+def alias_graphs(draw: st.DrawFn) -> str:
+    """Anchored lists and mappings, each of scalars and aliases of earlier anchors, and a last
+    entry that aliases some of them: the shapes of every bomb above, in random sizes."""
+    printable = st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"])
+    scalars = st.text(printable, max_size=draw(st.sampled_from([3, 40, 2000])))
+    lines = []
+    for level in range(draw(st.integers(1, 12))):
+        items = []
+        for _ in range(draw(st.integers(1, 12))):
+            if level and draw(st.booleans()):
+                items.append(f"*a{draw(st.integers(0, level - 1))}")
+            else:
+                items.append(json.dumps(draw(scalars), ensure_ascii=False))
+        body = ", ".join(items)
+        if draw(st.booleans()):
+            body = "{" + ", ".join(f"k{i}: {item}" for i, item in enumerate(items)) + "}"
+        else:
+            body = f"[{body}]"
+        lines.append(f"a{level}: &a{level} {body}")
+    aliases = ", ".join(f"*a{draw(st.integers(0, len(lines) - 1))}" for _ in range(12))
+    return "\n".join([*lines, f"top: [{aliases}]"]) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(alias_graphs())
+def test_any_alias_graph_is_refused_or_expands_at_most_a_constant_factor(text: str) -> None:
+    try:
+        value = load_go_yaml(text)
+    except YamlBoundsError as error:
+        event(str(error)[:60])
+        return
+    except UnreadableYamlError:
+        event("not YAML (a character YAML does not allow)")
+        return
+    event("loaded")
+    limit = max(MIN_EXPANDED_SIZE, MAX_EXPANSION * len(text))
+    assert len(json.dumps(value, ensure_ascii=False)) <= JSON_PER_SIZE * limit
