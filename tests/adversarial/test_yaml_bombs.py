@@ -220,6 +220,7 @@ def test_bombs_created_without_the_webhook_get_invalid_spec_and_hurt_no_other_te
     jobs, services = RAY_JOBS.format(namespace=namespace), RAY_SERVICES.format(namespace=namespace)
     try:
         with HealthProbe(operator.health_url) as probe, RssProbe(operator) as rss:
+            kubectl("apply", "-n", other_namespace, "-f", "-", input_text=as_text(victim()))
             connection = api_server.connect(timeout=10)
             try:
                 for path, manifest in [
@@ -230,7 +231,6 @@ def test_bombs_created_without_the_webhook_get_invalid_spec_and_hurt_no_other_te
                     assert status == 201, body
             finally:
                 connection.close()
-            kubectl("apply", "-n", other_namespace, "-f", "-", input_text=as_text(victim()))
             job_report = wait_for(
                 lambda: rayjob_report(api_server, namespace, "bomb"),
                 timeout=REPORT_BOUND,
@@ -257,10 +257,10 @@ def test_bombs_created_without_the_webhook_get_invalid_spec_and_hurt_no_other_te
         job_message = rayjob_report(api_server, namespace, "bomb") or ""
         service_message = rayservice_report(api_server, namespace, "bomb") or ""
         print(
-            f"\nRayJob reported after {job_report:.1f} s: {job_message[:200]}"
-            f"\nRayService after {service_report:.1f} s: {service_message[:200]}"
-            f"\nvictim ready after {victim_ready:.1f} s; RSS idle {mib(idle)}, peak {mib(rss.peak)}"
-            f"; healthz {probe.summary()}"
+            f"\nRayJob reported {job_report:.1f} s after its creation: {job_message[:200]}"
+            f"\nRayService {service_report:.1f} s after that: {service_message[:200]}"
+            f"\nvictim ready {victim_ready:.1f} s after that"
+            f"; RSS idle {mib(idle)}, peak {mib(rss.peak)}; healthz {probe.summary()}"
         )
         assert job_message.startswith("spec.runtimeEnvYAML: Invalid value: "), job_message
         assert job_message.endswith(GO_WORDS), job_message
