@@ -273,3 +273,36 @@ def test_crd_files_hold_one_custom_resource_definition_each() -> None:
     for path in CRD_FILES.values():
         documents = list(yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader))
         assert [document["kind"] for document in documents] == ["CustomResourceDefinition"]
+
+
+# The operator decodes every watched object with Python's json, which recurses once per level
+# and gives up (RecursionError) near 1000 levels; the API server stores up to 10,000. A field that
+# keeps unknown fields lets a tenant nest that deep: the legacy `rayResources` did, and the
+# watcher's RecursionError stopped the whole operator, again at every restart (issue 28).
+MAX_SCHEMA_DEPTH = 100
+
+
+def schema_depth(schema: dict[str, Any]) -> int:
+    """How deeply an object valid for `schema` can nest JSON (at most; fails when unbounded)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        raise AssertionError("keeps unknown fields: any depth")
+    children = [
+        *(schema.get("properties") or {}).values(),
+        *([schema["items"]] if isinstance(schema.get("items"), dict) else []),
+        *(
+            [schema["additionalProperties"]]
+            if isinstance(schema.get("additionalProperties"), dict)
+            else []
+        ),
+    ]
+    return 1 + max((schema_depth(child) for child in children), default=0)
+
+
+@pytest.mark.parametrize(
+    "crd", crd_manifests(legacy=True), ids=lambda crd: str(crd["metadata"]["name"])
+)
+def test_no_crd_lets_a_tenant_nest_json_beyond_what_the_operator_decodes(
+    crd: dict[str, Any],
+) -> None:
+    for version in crd["spec"]["versions"]:
+        assert schema_depth(version["schema"]["openAPIV3Schema"]) < MAX_SCHEMA_DEPTH

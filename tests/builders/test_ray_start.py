@@ -106,6 +106,12 @@ def test_malformed_resources_param_is_left_alone() -> None:
     )
 
 
+def test_a_resources_param_nested_beyond_json_decoding_is_left_alone() -> None:
+    deep = "[" * 5000 + "]" * 5000  # Python's json gives up near 1000 levels (RecursionError)
+    params = _params({"rayStartParams": {"resources": deep}}, limits={"google.com/tpu": "8"})
+    assert params["resources"] == deep
+
+
 def test_group_resources_field_overrides_ray_start_params() -> None:
     group = {
         "rayStartParams": {"num-cpus": "9"},

@@ -21,6 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ray_io.v1 import RayService
+from ray_operator.bounded_yaml import load_go_yaml as load_serve_config
 from ray_operator.builders.serve_graph import (
     BUILDER_FILE,
     USER_PYTHONPATH,
@@ -38,7 +39,6 @@ from ray_operator.builders.serve_graph import (
     mounted_configmap_names,
     render_serve_config,
 )
-from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.servegraph import names
 from ray_operator.servegraph import ray_operator_serve_graph as builder_module
 from ray_operator.servegraph.ray_operator_serve_graph import GraphArgs, build

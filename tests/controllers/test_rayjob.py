@@ -523,6 +523,12 @@ def test_submitter_job_runs_with_the_head_image_and_the_auth_token() -> None:
     assert built["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
 
 
+def test_http_mode_submission_of_resources_nested_beyond_decoding_is_an_invalid_spec() -> None:
+    job = minimal_job(entrypointResources="[" * 5000 + "]" * 5000)
+    with pytest.raises(build.InvalidRuntimeEnvError, match=r"^spec\.entrypointResources "):
+        build.job_submission(job, submission_id="s")
+
+
 def test_http_mode_submission_carries_runtime_env_and_resources() -> None:
     job = minimal_job(runtimeEnvYAML="working_dir: /tmp\n", entrypointResources='{"r": 1}')
     submission = build.job_submission(job, submission_id="s")

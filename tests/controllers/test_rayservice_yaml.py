@@ -3,7 +3,7 @@
 KubeRay parses the config with Go's YAML (yaml.v2 under sigs.k8s.io/yaml) and PUTs the result as
 JSON. PyYAML's `safe_load` made an unquoted `2024-01-01` a `datetime.date` (the PUT then failed
 with a TypeError on every reconcile: never deployed) and kept `5e-3` a string where Go sends a
-number. One loader (`builders.serve_yaml`) now serves validation and the controller: a timestamp
+number. One loader (`bounded_yaml`) now serves validation and the controller: a timestamp
 stays the string written, `5e-3` is 0.005. End to end against the run's real Ray head, whose
 greeter app answers with `str()` of its `color`: what Serve received is in the answer.
 """

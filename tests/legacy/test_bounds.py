@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ray_operator.cli import main
 from ray_operator.legacy.conversion import LegacyConversionError, convert_legacy_cluster
+from ray_operator.legacy.findings import show
 from ray_operator.validation.limits import ClusterLimits
 
 from tests.legacy.legacy_clusters import legacy_pod, small_legacy_cluster
@@ -84,6 +85,18 @@ def test_a_cluster_beyond_the_operators_pod_limit_is_a_problem() -> None:
     )
 
 
+def test_a_resources_flag_nested_beyond_json_decoding_is_a_problem() -> None:
+    legacy = small_legacy_cluster()
+    deep = "[" * 5000 + "]" * 5000  # Python's json gives up near 1000 levels (RecursionError)
+    legacy["spec"]["workerStartRayCommands"] = [f"ray start --resources='{deep}'"]
+    with pytest.raises(LegacyConversionError) as raised:
+        convert_legacy_cluster(legacy)
+    assert [str(problem) for problem in raised.value.problems] == [
+        f"spec.workerStartRayCommands[0]: `ray start --resources` must be a JSON object, got "
+        f"{show(deep)}"
+    ]
+
+
 def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
     legacy = small_legacy_cluster()
     legacy["spec"]["podTypes"][1]["podConfig"]["spec"]["containers"][0]["env"] = "A=1"
@@ -100,7 +113,7 @@ def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
         pytest.param(
             "a: " + "9" * 5000,
             [],
-            "ray-operator convert: not YAML this command reads: Exceeds the limit (4300 digits) "
+            "ray-operator convert: not valid YAML: Exceeds the limit (4300 digits) "
             "for integer string conversion: value has 5000 digits; use "
             "sys.set_int_max_str_digits() to increase the limit",
             id="an integer of 5000 digits",
@@ -108,7 +121,7 @@ def test_a_container_field_of_the_wrong_shape_is_a_problem() -> None:
         pytest.param(
             "a: !!python/object/apply:os.system ['true']",
             [],
-            "ray-operator convert: not YAML: could not determine a constructor for the tag "
+            "ray-operator convert: not valid YAML: could not determine a constructor for the tag "
             "'tag:yaml.org,2002:python/object/apply:os.system' in {path}, line 1, column 4",
             id="a Python object tag",
         ),

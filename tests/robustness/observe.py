@@ -5,6 +5,7 @@ Everything here runs in threads of the test process, never on an asyncio loop, s
 
     OperatorUnderTest   `ray-operator run` (the real command and controllers) in its own process
     HealthProbe         GET /healthz every 100 ms; the worst latency and every failure
+    RssProbe            the operator's resident memory every 100 ms; the peak
     ObjectWatch         one watch on a resource (one namespace or all, optionally by label):
                         when each object was first seen, and every event (when, type, name)
     PodWatch            an ObjectWatch on the Pods of one namespace by label
@@ -229,6 +230,38 @@ class HealthProbe:
             took = time.monotonic() - started
             self.samples.append((started, took))
             self._stop.wait(max(0.0, self.interval - took))
+
+
+@dataclass
+class RssProbe:
+    """The operator's RSS every `interval` seconds in a thread: the peak, and whether the
+    process was gone (a spike between two `rss_bytes()` calls of a test is seen here)."""
+
+    operator: OperatorUnderTest
+    interval: float = 0.1
+    peak: int = 0
+    vanished: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> RssProbe:
+        self.peak = self.operator.rss_bytes()
+        self._thread = threading.Thread(target=self._run, name="rss-probe", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval + 5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.peak = max(self.peak, self.operator.rss_bytes())
+            except OSError:  # the process is gone (killed, or restarted by nobody)
+                self.vanished = True
+                return
 
 
 class ApiServer:

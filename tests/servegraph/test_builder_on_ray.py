@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from ray_operator.bounded_yaml import load_go_yaml as load_serve_config
 from ray_operator.builders.serve_graph import BUILDER_FILE, builder_source, compile_serve_config
-from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.dashboard.client import DashboardClient, DashboardEndpoint, DashboardOptions
 from ray_operator.validation.serve_graph import parse_graph
 

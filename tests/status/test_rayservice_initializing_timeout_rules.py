@@ -29,6 +29,17 @@ def test_the_timeout_reads_go_durations_and_whole_seconds(
 
 
 @pytest.mark.parametrize(
+    "value",
+    ["9" * 19, "9" * 5000, "1" + "0" * 400 + "h", "2562048h"],
+    ids=["beyond-int64", "5000-digits", "400-digit-hours", "beyond-292-years"],
+)
+def test_a_timeout_go_cannot_read_is_none_never_an_overflow(value: str) -> None:
+    # int() of 5000 digits raised ValueError, float() of 400 digits OverflowError: on every
+    # reconcile and in the webhook (a 500), for an annotation any editor may set.
+    assert rules.initializing_timeout(annotated(value)) is None
+
+
+@pytest.mark.parametrize(
     ("seconds", "text"),
     [(2, "2s"), (2.5, "2.5s"), (90, "1m30s"), (3600, "1h0m0s"), (0.25, "250ms"), (0, "0s")],
 )

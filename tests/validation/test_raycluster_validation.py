@@ -237,3 +237,15 @@ def test_autoscaler_v1_with_restarting_workers_is_a_warning() -> None:
 def test_typed_clusters_validate_like_their_manifests() -> None:
     cluster = raycluster(groups=[worker_group("a"), worker_group("a", min_replicas=9)])
     assert validate_raycluster(RayCluster.model_validate(cluster)) == validate_raycluster(cluster)
+
+
+def test_a_ray_version_of_thousands_of_digits_is_no_version_not_an_error() -> None:
+    # int() of each part raised ValueError beyond 4300 digits: the webhook answered 500 and the
+    # controller failed on every reconcile. Go's ParseGeneric refuses a part beyond a uint64.
+    cluster = raycluster()
+    cluster["spec"]["rayVersion"] = "2.53." + "9" * 5000
+    cluster["spec"]["authOptions"] = {"mode": "token"}  # which asks for Ray 2.52.0 or later
+    [message] = _messages(cluster)
+    assert message.startswith('spec.rayVersion: Invalid value: "2.53.999')
+    assert message.endswith("...: token authentication requires Ray 2.52.0 or later")
+    assert len(message) < 400

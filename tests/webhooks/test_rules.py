@@ -269,6 +269,20 @@ RAYJOB_CASES = [
         "(a runtime_env)",
     ),
     case(
+        "entrypoint-resources-not-amounts",
+        JOB,
+        put("spec.entrypointResources", '{"GPU": "one"}'),
+        expect='spec.entrypointResources: Invalid value: "{\\"GPU\\": \\"one\\"}": must be a JSON '
+        'object of resource amounts, such as {"GPU": 1}',
+    ),
+    case(
+        "entrypoint-resources-nested-beyond-decoding",
+        JOB,
+        put("spec.entrypointResources", "[" * 5000 + "]" * 5000),
+        expect='spec.entrypointResources: Invalid value: "' + "[" * 80 + '...": must be a JSON '
+        "object of resource amounts",
+    ),
+    case(
         "zero-active-deadline",
         JOB,
         put("spec.activeDeadlineSeconds", 0),

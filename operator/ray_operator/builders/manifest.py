@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 JSON = dict[str, Any]
 _VERSION_RE = re.compile(r"^\s*v?([0-9]+(?:\.[0-9]+)+)")
+_UINT64_DIGITS = 20
+_UINT64_MAX = 2**64 - 1
 
 
 class DumpableModel(Protocol):
@@ -184,9 +186,13 @@ def ray_container(pod_spec: Mapping[str, Any]) -> JSON:
 
 
 def parse_version(text: str | None) -> tuple[int, int, int] | None:
-    """ "2.53.0", "v2.53", "2.53.0rc1" → (2, 53, 0); None if not a version (as ParseGeneric)."""
+    """ "2.53.0", "v2.53", "2.53.0rc1" → (2, 53, 0); None if not a version (as ParseGeneric,
+    which also refuses a part beyond a uint64: never an int() of thousands of digits)."""
     match = _VERSION_RE.match(text or "")
     if match is None:
         return None
-    major, minor, *rest = (int(part) for part in match.group(1).split("."))
+    parts = match.group(1).split(".")
+    if any(len(part) > _UINT64_DIGITS or int(part) > _UINT64_MAX for part in parts):
+        return None
+    major, minor, *rest = (int(part) for part in parts)
     return major, minor, rest[0] if rest else 0

@@ -124,7 +124,7 @@ def _apply_accelerators(params: dict[str, str], limits: Mapping[str, Quantity]) 
         return
     try:
         custom = json.loads(params.get("resources", "{}").strip("'\"` "))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
         return  # KubeRay leaves a malformed `resources` param alone and adds nothing.
     if not isinstance(custom, dict):
         return

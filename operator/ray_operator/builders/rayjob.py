@@ -16,9 +16,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-import yaml
-
 from ray_operator import labels as names
+from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.containers import token_auth_env
 from ray_operator.builders.manifest import JSON, json_copy, pod_spec
 from ray_operator.builders.manifest import spec as spec_of
@@ -210,14 +209,15 @@ def submission_mode(rayjob: RayJob) -> str:
 
 
 def runtime_env(rayjob: RayJob) -> dict[str, Any] | None:
-    """`runtimeEnvYAML` parsed; None when unset."""
+    """`runtimeEnvYAML` parsed as KubeRay parses it (`bounded_yaml`: the loader admission uses
+    too); None when unset."""
     text = (rayjob.get("spec") or {}).get("runtimeEnvYAML")
     if not text:
         return None
     try:
-        parsed = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise InvalidRuntimeEnvError(f"spec.runtimeEnvYAML does not parse: {error}") from error
+        parsed = load_go_yaml(text)
+    except UnreadableYamlError as error:
+        raise InvalidRuntimeEnvError(f"spec.runtimeEnvYAML: {error}") from error
     if parsed is None:
         return None
     if not isinstance(parsed, dict):
@@ -232,7 +232,7 @@ def job_submission(rayjob: RayJob, *, submission_id: str) -> JobSubmission:
     if spec.get("entrypointResources"):
         try:
             resources = json.loads(spec["entrypointResources"])
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise InvalidRuntimeEnvError(
                 f"spec.entrypointResources is not a JSON object: {error}"
             ) from error

@@ -16,9 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from ray_operator import labels as names
+from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.hashing import spec_hash, spec_hash_of_first_groups
 from ray_operator.builders.manifest import JSON, json_copy
 from ray_operator.builders.naming import serve_service_name
@@ -27,7 +26,6 @@ from ray_operator.builders.rayjob import (
     originated_labels,
     owner_reference,
 )
-from ray_operator.builders.serve_yaml import load_serve_config
 from ray_operator.builders.services import NoServePortError, head_ports
 
 if TYPE_CHECKING:
@@ -153,13 +151,13 @@ def build_head_service_for_service(rayservice: RayService, cluster: RayCluster) 
 
 
 def serve_config(rayservice: RayService) -> dict[str, Any]:
-    """`serveConfigV2` parsed as KubeRay parses it (`serve_yaml`: the same loader as admission),
+    """`serveConfigV2` parsed as KubeRay parses it (`bounded_yaml`: the loader admission uses too),
     the body of `PUT /api/serve/applications/`."""
     text = rayservice.get("spec", {}).get("serveConfigV2") or ""
     try:
-        parsed = load_serve_config(text) if text else {}
-    except (yaml.YAMLError, RecursionError, ValueError) as error:
-        raise InvalidServeConfigError(f"spec.serveConfigV2 does not parse: {error}") from error
+        parsed = load_go_yaml(text) if text else {}
+    except UnreadableYamlError as error:
+        raise InvalidServeConfigError(f"spec.serveConfigV2: {error}") from error
     if not isinstance(parsed, dict):
         raise InvalidServeConfigError("spec.serveConfigV2 must be a YAML mapping")
     return parsed

@@ -13,7 +13,7 @@ The config text is deterministic, so an unchanged graph never updates the RaySer
 sorted, deployments are listed by name and handles by argument (document order of deployments
 and edges does not matter; `init_args` order does). Every string but plain words and paths is
 double-quoted: KubeRay and our RayService controller read `serveConfigV2` with Go's YAML rules,
-under which a plain `y`, `5e-3` or `2024-01-01` would stop being a string (`builders.serve_yaml`).
+under which a plain `y`, `5e-3` or `2024-01-01` would stop being a string (`bounded_yaml`).
 
 Numbers in `google.protobuf.Struct` are doubles on the wire: integral values within ±2**53 (where
 every integer is exact) are compiled to ints, so `{"factor": 3}` reaches the user's constructor

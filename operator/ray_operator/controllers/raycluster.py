@@ -147,7 +147,7 @@ from ray_operator.status import raycluster as cluster_status
 from ray_operator.status.drift import owner_description, repair_patch
 from ray_operator.status.kuberay_version import head_pod_restamps
 from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan, plan_scaling
-from ray_operator.validation.errors import FieldError
+from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
 
@@ -340,7 +340,7 @@ class RayClusterController:
             return await self.finish_deletion(key, cluster)
         problems = self.validation_problems(key, cluster)
         if problems:
-            await self.report_invalid_spec(key, cluster, "; ".join(str(p) for p in problems))
+            await self.report_invalid_spec(key, cluster, summarize(problems))
             return Result()  # No retry: only a spec change (a new event) can fix it.
         if await self.ensure_redis_cleanup_finalizer(cluster):
             return Result()  # Nothing is created before the finalizer is: its event brings us back.

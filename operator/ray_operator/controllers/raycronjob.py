@@ -36,6 +36,7 @@ from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.runtime.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
 from ray_operator.status import raycronjob as rules
 from ray_operator.status.rayjob import format_time
+from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycronjob import validate_raycronjob
 
@@ -116,7 +117,7 @@ class RayCronJobController:
         errors = validate_raycronjob(cron, limits=self._limits)
         outcome: str | CronSchedule
         if errors:
-            outcome = "; ".join(str(error) for error in errors)
+            outcome = summarize(errors)
         else:
             spec = cron.get("spec", {})
             try:

@@ -67,6 +67,7 @@ from ray_operator.runtime.kinds import (
 )
 from ray_operator.status import rayjob as rules
 from ray_operator.status.drift import selector_patch
+from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import validate_rayjob
 
@@ -155,9 +156,9 @@ class RayJobController:
             return await self.finalize(rayjob)
         old: JSON = dict(rayjob.get("status") or {})
         # The webhook's rules, again: an object may predate the webhook or bypass it.
-        problems = [str(error) for error in validate_rayjob(rayjob, limits=self._limits)]
+        problems = validate_rayjob(rayjob, limits=self._limits)
         if problems:
-            return await self.report_invalid_spec(rayjob, old, "; ".join(problems))
+            return await self.report_invalid_spec(rayjob, old, summarize(problems))
         step = self._steps.get(rules.state(old))
         if step is None:
             logger.warning("unknown jobDeploymentStatus %r", rules.state(old))

@@ -109,6 +109,7 @@ from ray_operator.servegraph.names import (
 )
 from ray_operator.status import rayservegraph as rules
 from ray_operator.status.rayservegraph import ConditionState
+from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservegraph import poll_interval_seconds, validate_rayservegraph
 
@@ -348,7 +349,7 @@ class RayServeGraphController:
         if memory.spec_check is not None and memory.spec_check[0] == check:
             return memory.spec_check[1]
         problems = validate_rayservegraph(rsg, limits=self._limits)
-        problem = "; ".join(problems) or None
+        problem = summarize(problems) or None
         memory.spec_check = (check, problem)
         return problem
 

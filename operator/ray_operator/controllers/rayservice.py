@@ -70,6 +70,7 @@ from ray_operator.status import rayservice as rules
 from ray_operator.status.dashboard_reachability import Reachability
 from ray_operator.status.deployed_serve_config import serve_config_deployed
 from ray_operator.status.drift import selector_patch
+from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice
 
@@ -632,13 +633,14 @@ class RayServiceController:
         known = self._spec_readings.get(key)
         if known is not None and known.digest == digest:
             return known
-        problems = [str(error) for error in validate_rayservice(rayservice, limits=self._limits)]
+        problems: list[FieldError | str] = [*validate_rayservice(rayservice, limits=self._limits)]
         config: Mapping[str, Any] = {}
         try:
-            config = build.serve_config(rayservice)
+            # Only a valid spec is parsed again (its refusal would repeat the webhook's rule).
+            config = {} if problems else build.serve_config(rayservice)
         except build.InvalidServeConfigError as error:
             problems.append(str(error))
-        problem = "; ".join(problems) or None
+        problem = summarize(problems) or None
         reading = SpecReading(
             digest=digest,
             problem=problem,

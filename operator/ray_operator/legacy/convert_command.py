@@ -5,8 +5,9 @@ through as parsed, and writes them to stdout as YAML (or one JSON document, as k
 Warnings go to stderr, one line each. When any document has problems, every problem of every
 document goes to stderr, stdout stays empty, and the exit code is 2.
 
-Input is bounded: at most 16 MiB, and YAML aliases may not expand it beyond a few times that
-(a "billion laughs" document is refused while it is parsed, not after it filled the memory).
+Input is bounded: at most 16 MiB, read by the operator's one loader for user YAML
+(`bounded_yaml.load_documents`): a "billion laughs" document is refused before anything is
+built, as Go's YAML refuses it (`yaml: document contains excessive aliasing`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import yaml
 
+from ray_operator.bounded_yaml import UnreadableYamlError, YamlBoundsError
+from ray_operator.bounded_yaml import load_documents as load_yaml_documents
 from ray_operator.legacy.conversion import (
     LegacyConversionError,
     convert_legacy_cluster,
@@ -27,26 +29,11 @@ from ray_operator.legacy.conversion import (
 )
 
 MAX_INPUT_BYTES = 16 * 2**20
-# Aliases let a small document stand for a huge tree. Counted as nodes plus scalar characters,
-# the expanded documents may be at most this big (a plain 16 MiB document stays below it).
-MAX_EXPANDED_SIZE = 4 * MAX_INPUT_BYTES
 USAGE_ERROR = 2
-
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class InputError(ValueError):
     """The input cannot be read as YAML documents; the message says why."""
-
-
-class _BoundedLoader(_Loader):  # type: ignore[valid-type,misc]
-    """A safe loader that refuses documents whose aliases expand beyond MAX_EXPANDED_SIZE."""
-
-    expanded = 0
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        self.expanded += _expanded_size(node, limit=MAX_EXPANDED_SIZE - self.expanded)
-        return super().construct_document(node)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -112,19 +99,11 @@ def load_documents(text: str, *, name: str = "-") -> list[Any]:
     """The non-empty YAML documents of `text` (read from `name`); InputError when it is not
     bounded YAML."""
     try:
-        return [
-            document
-            for document in yaml.load_all(text, Loader=_BoundedLoader)
-            if document is not None
-        ]
-    except yaml.YAMLError as error:
-        message = _first_line(error).replace('"<unicode string>"', name)
-        raise InputError(f"not YAML: {message}") from None
-    except ValueError as error:
-        # Python refuses integers of more than 4300 digits (CVE-2020-10735), PyYAML passes it on.
-        raise InputError(f"not YAML this command reads: {_first_line(error)}") from None
-    except RecursionError:
-        raise InputError("not YAML this command reads: nested too deeply") from None
+        return load_yaml_documents(text)
+    except YamlBoundsError as error:
+        raise InputError(str(error)) from None
+    except UnreadableYamlError as error:
+        raise InputError(str(error).replace('"<unicode string>"', name)) from None
 
 
 def convert_documents(documents: list[Any]) -> ConvertedDocuments:
@@ -169,54 +148,3 @@ def _json_scalar(value: Any) -> str:
 
         return base64.b64encode(value).decode("ascii")
     raise ValueError(f"cannot write a {type(value).__name__} as JSON")
-
-
-def _expanded_size(root: yaml.Node, *, limit: int) -> int:
-    """Nodes plus scalar characters of `root` with every alias expanded, computed once per node
-    (so linear in the document); InputError beyond `limit`."""
-    sizes: dict[int, int] = {}
-    for node in _post_order(root):
-        if isinstance(node, yaml.ScalarNode):
-            size = 1 + len(node.value)
-        else:
-            children = [sizes.get(id(child)) for child in _children(node)]
-            if None in children:
-                raise yaml.YAMLError("an alias refers to the node it is in")
-            size = 1 + sum(child for child in children if child is not None)
-        if size > limit:
-            raise yaml.YAMLError(
-                "its aliases expand it beyond "
-                f"{MAX_EXPANDED_SIZE // MAX_INPUT_BYTES} times the largest input"
-            )
-        sizes[id(node)] = size
-    return sizes[id(root)]
-
-
-def _post_order(root: yaml.Node) -> Iterator[yaml.Node]:
-    """Each node once, children first, without recursion (documents may nest deeply)."""
-    seen: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if children_done:
-            yield node
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for child in _children(node):
-            if id(child) not in seen:
-                stack.append((child, False))
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def _first_line(error: Exception) -> str:
-    return " ".join(str(error).split())[:300]

@@ -211,7 +211,7 @@ def _read_ray_start(
 def _read_resources_flag(value: str, *, path: str, into: StartCommands, findings: Findings) -> None:
     try:
         resources = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
         resources = None
     if not isinstance(resources, dict):
         findings.problem(path, f"`ray start --resources` must be a JSON object, got {show(value)}")

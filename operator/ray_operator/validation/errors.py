@@ -3,6 +3,11 @@
 A `FieldError` prints as `spec.workerGroupSpecs[1].minReplicas: Invalid value: 5: must be less
 than or equal to maxReplicas (3)`, and its `reason` is the StatusCause type the admission webhook
 returns, so `kubectl apply` shows our messages exactly as it shows the API server's own.
+
+Messages are bounded whatever the user wrote: a value is shown as at most `MAX_SHOWN_VALUE`
+characters of its JSON (encoded lazily, so a value that shares one list a million times through
+YAML aliases costs no more than a short one), one error as at most `MAX_ERROR_LENGTH`, and
+`summarize` lists at most `MAX_REPORTED_ERRORS`.
 """
 
 from __future__ import annotations
@@ -10,7 +15,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+from collections.abc import Sequence
 from typing import Any
+
+MAX_SHOWN_VALUE = 256
+"""Characters of a value's JSON an error shows (then `...`)."""
+MAX_ERROR_LENGTH = 1024
+"""Characters of one error in a summary (then `...`)."""
+MAX_REPORTED_ERRORS = 50
+"""Errors one summary or one admission answer lists (then how many more there are)."""
 
 
 class ErrorType(enum.Enum):
@@ -69,8 +82,30 @@ def _show(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+        return _cut(json.dumps(value[: MAX_SHOWN_VALUE + 1]), MAX_SHOWN_VALUE)
+    return _bounded_json(value)
+
+
+_COMPACT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _bounded_json(value: Any) -> str:
+    """The JSON of `value`, encoded piece by piece until `MAX_SHOWN_VALUE` characters."""
+    pieces: list[str] = []
+    length = 0
+    try:
+        for piece in _COMPACT_JSON.iterencode(value):
+            pieces.append(piece)
+            length += len(piece)
+            if length > MAX_SHOWN_VALUE:
+                break
+    except (TypeError, ValueError):  # keys JSON cannot sort, a circular value
+        return f"<{type(value).__name__}>"
+    return _cut("".join(pieces), MAX_SHOWN_VALUE)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def invalid(field: str, value: Any, detail: str) -> FieldError:
@@ -98,9 +133,13 @@ def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
     return FieldError(ErrorType.NOT_SUPPORTED, field, value, f"supported values: {listing}")
 
 
-def summarize(errors: list[FieldError]) -> str:
-    """All errors in one line, for an Event or a condition message."""
-    return "; ".join(str(error) for error in errors)
+def summarize(errors: Sequence[FieldError | str]) -> str:
+    """The errors in one line, for an Event or a condition message: the first
+    `MAX_REPORTED_ERRORS`, each cut at `MAX_ERROR_LENGTH`, then how many more there are."""
+    listed = [_cut(str(error), MAX_ERROR_LENGTH) for error in errors[:MAX_REPORTED_ERRORS]]
+    if len(errors) > MAX_REPORTED_ERRORS:
+        listed.append(f"and {len(errors) - MAX_REPORTED_ERRORS} more errors")
+    return "; ".join(listed)
 
 
 _SHOWN_STRING_LENGTH = 80

@@ -11,12 +11,12 @@ changes an UPDATE may not make, `rayjob_warnings` what is legal but has no effec
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-import yaml
-
 from ray_operator import labels as names
+from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (
@@ -133,6 +133,7 @@ def _spec_errors(rayjob: JSON) -> list[FieldError]:
         _sidecar_mode_errors,
         _counter_errors,
         _runtime_env_errors,
+        _entrypoint_resources_errors,
         _ttl_errors,
         _deletion_strategy_errors,
     )
@@ -258,13 +259,34 @@ def _runtime_env_errors(spec: JSON) -> Iterator[FieldError]:
     if not text:
         return
     try:
-        parsed = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError) as error:
-        detail = " ".join(str(error).split())[:200]
-        yield invalid("spec.runtimeEnvYAML", shown(text), f"not valid YAML: {detail}")
+        parsed = load_go_yaml(text)  # what the controller submits, typed as KubeRay types it
+    except UnreadableYamlError as error:
+        yield invalid("spec.runtimeEnvYAML", shown(text), str(error))
         return
     if parsed is not None and not isinstance(parsed, dict):
         yield invalid("spec.runtimeEnvYAML", shown(text), "must be a YAML mapping (a runtime_env)")
+
+
+def _entrypoint_resources_errors(spec: JSON) -> Iterator[FieldError]:
+    """A JSON object of amounts: KubeRay decodes it into a `map[string]float32` (HTTPMode), and
+    `ray job submit --entrypoint-resources` wants one too; KubeRay finds out only on submission."""
+    text = spec.get("entrypointResources")
+    if not text:
+        return
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
+        parsed = None
+    if not isinstance(parsed, dict) or not all(map(_is_amount, parsed.values())):
+        yield invalid(
+            "spec.entrypointResources",
+            shown(text),
+            'must be a JSON object of resource amounts, such as {"GPU": 1}',
+        )
+
+
+def _is_amount(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _ttl_errors(spec: JSON) -> Iterator[FieldError]:

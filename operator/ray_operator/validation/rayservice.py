@@ -39,6 +39,7 @@ UPGRADE_TYPES = [INCREMENTAL_UPGRADE, NEW_CLUSTER, NO_UPGRADE]
 # Go's time.ParseDuration: a sequence of decimal numbers, each with a unit ("1h30m", "1.5s").
 _GO_DURATION_RE = re.compile(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$")
 _GO_DURATION_PART_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_MAX_GO_DURATION_SECONDS = (2**63 - 1) / 1e9
 
 
 def validate_rayservice(
@@ -74,8 +75,9 @@ def _initializing_timeout_errors(rayservice: JSON) -> list[FieldError]:
 
 
 def initializing_timeout_seconds(text: str) -> float | None:
-    """Seconds in a Go duration or an integer string, as KubeRay parses the annotation."""
-    if re.fullmatch(r"[-+]?\d+", text):
+    """Seconds in a Go duration or an integer string, as KubeRay parses the annotation; None
+    beyond what Go reads (strconv.Atoi's int64, time.Duration's 292 years)."""
+    if re.fullmatch(r"[-+]?\d{1,18}", text):
         return float(int(text))
     if text in ("0", "-0", "+0"):
         return 0.0
@@ -92,6 +94,8 @@ def initializing_timeout_seconds(text: str) -> float | None:
         "h": 3600.0,
     }
     total = sum(float(n) * unit_seconds[u] for n, u in _GO_DURATION_PART_RE.findall(text))
+    if not total <= _MAX_GO_DURATION_SECONDS:
+        return None  # time.ParseDuration: "invalid duration" (an overflow)
     return -total if text.startswith("-") else total
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
-from ray_operator.builders.serve_yaml import load_serve_config
+from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
@@ -35,9 +33,9 @@ def serve_config_errors(text: Any, *, path: str) -> list[FieldError]:
     if not isinstance(text, str) or not text.strip():
         return []  # No Serve config: the RayService runs a cluster without applications.
     try:
-        config = load_serve_config(text)  # what the controller PUTs, typed as KubeRay types it
-    except (yaml.YAMLError, RecursionError, ValueError) as error:
-        return [invalid(path, shown(text), f"not valid YAML: {_one_line(error)}")]
+        config = load_go_yaml(text)  # what the controller PUTs, typed as KubeRay types it
+    except UnreadableYamlError as error:
+        return [invalid(path, shown(text), str(error))]
     if not isinstance(config, dict):
         return [invalid(path, shown(text), "must be a YAML mapping with an applications list")]
     return list(_config_errors(config, path))
@@ -169,7 +167,3 @@ def _import_path_error(import_path: Any) -> str | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())[:200]

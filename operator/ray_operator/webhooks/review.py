@@ -36,7 +36,7 @@ from ray_operator.defaults import default_raycluster, default_rayjob, default_ra
 from ray_operator.features import RAY_CRON_JOB
 from ray_operator.servegraph.names import SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
-from ray_operator.validation.errors import ErrorType, shown
+from ray_operator.validation.errors import MAX_REPORTED_ERRORS, ErrorType, shown
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import read_only_manifest
 from ray_operator.validation.raycronjob import validate_raycronjob
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 GROUP = "ray.io"
 VERSION = "v1"
-_MAX_CAUSES = 50  # a pathological spec must not produce a megabyte of causes
+_MAX_CAUSES = MAX_REPORTED_ERRORS  # a pathological spec must not produce a megabyte of causes
 
 
 class Validator(Protocol):
