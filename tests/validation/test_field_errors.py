@@ -57,3 +57,12 @@ def test_a_summary_lists_the_first_errors_each_cut_then_counts_the_rest() -> Non
     assert all(len(part) <= MAX_ERROR_LENGTH + 3 for part in parts)
     assert parts[0].startswith("spec.items[0]: Forbidden: xxx")
     assert parts[-1] == "and 7 more errors"
+
+
+def test_a_detail_quoting_what_the_user_wrote_is_cut_too() -> None:
+    zone = "9" * 100_000  # an "unknown time zone <name>" detail quotes the whole name
+    message = str(invalid("spec.timeZone", zone, f"invalid time zone: unknown time zone {zone}"))
+    assert len(message) <= len("spec.timeZone: Invalid value: ") + MAX_SHOWN_VALUE + 3 + 2 + (
+        MAX_ERROR_LENGTH + 3
+    )
+    assert message.endswith("9...")

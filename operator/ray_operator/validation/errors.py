@@ -6,8 +6,9 @@ returns, so `kubectl apply` shows our messages exactly as it shows the API serve
 
 Messages are bounded whatever the user wrote: a value is shown as at most `MAX_SHOWN_VALUE`
 characters of its JSON (encoded lazily, so a value that shares one list a million times through
-YAML aliases costs no more than a short one), one error as at most `MAX_ERROR_LENGTH`, and
-`summarize` lists at most `MAX_REPORTED_ERRORS`.
+YAML aliases costs no more than a short one), a detail as at most `MAX_ERROR_LENGTH` (it may quote
+the value), one error in a summary as at most `MAX_ERROR_LENGTH`, and `summarize` lists at most
+`MAX_REPORTED_ERRORS`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class FieldError:
 
     def body(self) -> str:
         """The message without the field path, as apimachinery's `ErrorBody`."""
-        detail = f": {self.detail}" if self.detail else ""
+        # A detail may quote what the user wrote (a zone name, a parser's complaint): cut too.
+        detail = f": {_cut(self.detail, MAX_ERROR_LENGTH)}" if self.detail else ""
         match self.type:
             case ErrorType.INVALID:
                 return f"Invalid value: {_show(self.value)}{detail}"
