@@ -23,7 +23,6 @@ import http.client
 import itertools
 import json
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +33,13 @@ from hypothesis import strategies as st
 from tests.adversarial.test_yaml_bombs import (
     RUNTIME_ENV_BOMB,
     SERVE_CONFIG_BOMB,
+    create,
     rayjob,
     rayservice,
 )
 from tests.conftest import Kubectl
 from tests.robustness.conftest import StartOperator
-from tests.robustness.manifests import UNSCHEDULED, as_text, ray_cluster
+from tests.robustness.manifests import UNSCHEDULED, ray_cluster
 from tests.robustness.observe import (
     MIB,
     ApiServer,
@@ -326,20 +326,9 @@ def hostile_fields(draw: st.DrawFn) -> tuple[Field, str]:
 def post(
     connection: http.client.HTTPSConnection, path: str, manifest: dict[str, Any], *, dry_run: bool
 ) -> tuple[int, str, float]:
-    """POST `manifest`: (HTTP status, the body's message, seconds to the answer)."""
-    query = "?" + urllib.parse.urlencode({"dryRun": "All"}) if dry_run else ""
-    started = time.monotonic()
-    connection.request(
-        "POST", path + query, body=as_text(manifest), headers={"Content-Type": "application/json"}
-    )
-    response = connection.getresponse()
-    body = response.read()
-    took = time.monotonic() - started
-    try:
-        message = str(json.loads(body).get("message", ""))
-    except ValueError:
-        message = body[:300].decode(errors="replace")
-    return response.status, message, took
+    """POST `manifest`: (HTTP status, the answer's message, seconds to the answer)."""
+    status, body, took = create(connection, path, manifest, dry_run=dry_run)
+    return status, str(body.get("message", "")), took
 
 
 def verdict(api: ApiServer, path: str, namespace: str, name: str) -> bool:
