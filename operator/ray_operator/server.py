@@ -7,8 +7,8 @@
 - `/metrics`: the Prometheus text exposition of our registry.
 
 Probes and metrics may share one address or use two (`--health-addr`, `--metrics-addr`). The
-admission webhooks (TLS, `--webhook-port`) are served by `webhooks/component.py`, with the same
-read limits.
+admission webhooks (TLS, `--webhook-port`) are served by `webhooks/component.py`, and the
+RayServeGraph event endpoint by `servegraph/events.py`, with the same kind of limits.
 
 Every listener bounds what one client can hold (issue 12: slow-drip connections were kept forever):
 `ReadLimits` gives the request headers `header_seconds` from the moment the connection opens or
@@ -16,25 +16,63 @@ the previous response ends (aiohttp's keep-alive timer, which it arms at connect
 which closes a connection whose handler is still waiting for a complete request), the body
 `body_seconds` and `max_body_bytes` (`bounded_reads`, a middleware that reads the body before any
 handler: 408 past the time, 413 past the size), and a refused body `lingering_seconds` of grace.
+
+And every listener bounds what all its clients together can make it hold (issue 28: fifty 7 MiB
+bodies at once, from anyone who could reach the webhook port, were all read into memory):
+
+- **Bodies held** (`HeldBodies`). Before a byte of a body is read, its declared size is reserved
+  from the listener's `held_body_bytes` (a chunked body, whose size is unknown, reserves
+  `max_body_bytes`) and kept until the handler has answered: a large review waiting for a worker
+  process, or in one, still holds its bytes. A body that does not fit is answered `429 Too Many
+  Requests` with `Retry-After`, unread. With `small_bodies`, the bodies up to its size draw on a
+  budget of their own, so however many large bodies are held, a small one (the everyday admission
+  review) never finds its room taken by them. A request without a body (a probe, a scrape)
+  reserves nothing and is never refused.
+- **Connections** (`BoundedSite`). The site accepts connections itself and holds at most
+  `max_connections` at once, counted from accept with the TLS handshakes in progress (each within
+  `handshake_seconds`, not asyncio's 60 s); one more is closed as soon as it is accepted, before
+  any TLS work. That bounds what no body budget sees: request headers not yet complete (at most
+  `max_headers` lines of 8 KiB each) and the part of a body already buffered when it is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import errno
-from collections.abc import Awaitable, Callable, Sequence
-from typing import NoReturn
+import logging
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import Any, NoReturn
 
 from aiohttp import web
 
 from ray_operator.metrics import CONTENT_TYPE, Metrics
 from ray_operator.settings import ENV_PREFIX, parse_address
 
+logger = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 1
+"""What a 429 asks the client to wait. The API server's webhook client (client-go) retries a 429
+that carries `Retry-After` after that many seconds, within the webhook's timeout (5 s here)."""
+ACCEPT_ERROR_PAUSE_SECONDS = 1.0
+"""After an accept fails (out of file descriptors, say), how long to wait before the next one."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BodyLane:
+    """Bodies of at most `max_body_bytes`, held `held_bytes` at most at once, in all."""
+
+    max_body_bytes: int
+    held_bytes: int
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReadLimits:
-    """How long and how much one listener reads from a client before it gives up on it."""
+    """How long and how much one listener reads from a client before it gives up on it, and how
+    much it holds for all its clients together."""
 
     header_seconds: float = 10.0
     """From connection open (or the end of the previous response) to complete request headers;
@@ -46,14 +84,85 @@ class ReadLimits:
     """Larger bodies are refused with 413 (probes and metrics take none)."""
     lingering_seconds: float = 1.0
     """After a refusal, how long the rest of an unread body is drained before closing."""
+    held_body_bytes: int = 1024 * 1024
+    """Request bodies held at once (declared sizes, reserved before reading, released with the
+    answer); a body that does not fit gets 429. With `small_bodies`: the larger bodies only."""
+    small_bodies: BodyLane | None = None
+    """Bodies up to `small_bodies.max_body_bytes` are held in a budget of their own
+    (`small_bodies.held_bytes`), which larger bodies never draw on."""
+    max_connections: int = 32
+    """Connections open at once, TLS handshakes included; one more is closed on accept."""
+    handshake_seconds: float = 10.0
+    """A TLS client's time from connect to a completed handshake."""
+    max_headers: int = 32
+    """Header lines in a request (each at most 8 KiB, aiohttp's bound); more: 400. Probes,
+    Prometheus and the API server send fewer than a dozen."""
+
+
+class HeldBodies:
+    """The request bodies one listener holds, by declared size, within its `ReadLimits`."""
+
+    def __init__(self, limits: ReadLimits) -> None:
+        self._max_body_bytes = limits.max_body_bytes
+        self._large = _Budget(limits.held_body_bytes)
+        small = limits.small_bodies
+        self._small_max_body_bytes = -1 if small is None else small.max_body_bytes
+        self._small = _Budget(0 if small is None else small.held_bytes)
+
+    def hold(self, request: web.BaseRequest) -> contextlib.AbstractContextManager[bool]:
+        """Reserve room for `request`'s body: a context whose value says whether it fit (the
+        room is given back on exit)."""
+        budget, size = self._room_for(request)
+        return budget.holding(size)
+
+    def _room_for(self, request: web.BaseRequest) -> tuple[_Budget, int]:
+        if not request.can_read_body:
+            return self._large, 0
+        declared = request.content_length
+        if declared is None:  # chunked: it may grow up to the cap
+            return self._large, self._max_body_bytes
+        if declared <= self._small_max_body_bytes:
+            return self._small, declared
+        return self._large, declared
+
+
+class _Budget:
+    """Bytes reserved out of a capacity; the first refusal of a run of them is logged."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.held = 0
+        self._refusing = False
+
+    @contextlib.contextmanager
+    def holding(self, size: int) -> Iterator[bool]:
+        if self.held + size > self.capacity:
+            if not self._refusing:
+                logger.warning(
+                    "refusing request bodies with 429: %d of %d bytes held, %d more asked for",
+                    self.held,
+                    self.capacity,
+                    size,
+                )
+            self._refusing = True
+            yield False
+            return
+        self._refusing = False
+        self.held += size
+        try:
+            yield True
+        finally:
+            self.held -= size
 
 
 def bounded_reads(limits: ReadLimits) -> Callable[..., Awaitable[web.StreamResponse]]:
     """A middleware reading each request's body within `limits` before its handler runs.
 
     The body is kept by aiohttp (`request.read()` returns it again); a handler never waits on
-    the network, so a slow client cannot hold a handler or what it guards.
+    the network, so a slow client cannot hold a handler or what it guards. Room for the body is
+    reserved (`HeldBodies`) before it is read and given back once the handler has answered.
     """
+    held = HeldBodies(limits)
 
     @web.middleware
     async def read_body_in_time(
@@ -63,12 +172,15 @@ def bounded_reads(limits: ReadLimits) -> Callable[..., Awaitable[web.StreamRespo
         declared = request.content_length
         if declared is not None and declared > limits.max_body_bytes:
             return _refusal(413, f"request body above {limits.max_body_bytes} bytes\n")
-        try:
-            async with asyncio.timeout(limits.body_seconds):
-                await request.read()  # 413 (HTTPRequestEntityTooLarge) past client_max_size
-        except TimeoutError:
-            return _refusal(408, f"request body not received within {limits.body_seconds:g}s\n")
-        return await handler(request)
+        with held.hold(request) as fits:
+            if not fits:
+                return _too_many_bodies()
+            try:
+                async with asyncio.timeout(limits.body_seconds):
+                    await request.read()  # 413 (HTTPRequestEntityTooLarge) past client_max_size
+            except TimeoutError:
+                return _refusal(408, f"request body not received within {limits.body_seconds:g}s\n")
+            return await handler(request)
 
     return read_body_in_time
 
@@ -76,6 +188,12 @@ def bounded_reads(limits: ReadLimits) -> Callable[..., Awaitable[web.StreamRespo
 def _refusal(status: int, text: str) -> web.Response:
     response = web.Response(status=status, text=text)
     response.force_close()  # the connection carries an unread body: never reuse it
+    return response
+
+
+def _too_many_bodies() -> web.Response:
+    response = _refusal(429, "too many request bodies at once; retry later\n")
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
 
@@ -87,14 +205,174 @@ def bounded_application(limits: ReadLimits) -> web.Application:
 
 
 def bounded_runner(application: web.Application, limits: ReadLimits) -> web.AppRunner:
-    """The AppRunner of a bounded listener: header timeout and lingering as in `limits`."""
+    """The AppRunner of a bounded listener: header timeout, header count and lingering as in
+    `limits` (serve it with a `BoundedSite`)."""
     return web.AppRunner(
         application,
         access_log=None,
         handle_signals=False,
         keepalive_timeout=limits.header_seconds,
         lingering_time=limits.lingering_seconds,
+        max_headers=limits.max_headers,
     )
+
+
+class BoundedSite(web.BaseSite):
+    """A TCP site (TLS with `ssl_context`) holding at most `limits.max_connections` connections.
+
+    aiohttp's `TCPSite` leaves accepting to asyncio, which accepts every connection and counts
+    none; here `_Acceptor` accepts, counts and hands each connection to the runner's server
+    (`loop.connect_accepted_socket`, which also bounds the TLS handshake).
+    """
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        *,
+        limits: ReadLimits,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._host = host
+        self._port = port
+        self._limits = limits
+
+    @property
+    def name(self) -> str:
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self._host or '0.0.0.0'}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None  # the runner was set up (BaseSite.__init__ checks it)
+        sockets = _listening_sockets(self._host, self._port, backlog=self._backlog)
+        self._server = _Acceptor(
+            server, sockets, ssl_context=self._ssl_context, limits=self._limits
+        )
+
+
+def _listening_sockets(host: str, port: int, *, backlog: int) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for `host` (""/None: every address, IPv4 and IPv6;
+    a name: each address it resolves to), as asyncio's `create_server` makes them."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, protocol, _, address in dict.fromkeys(infos):
+            listener = socket.socket(family, kind, protocol)
+            sockets.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listener.bind(address)
+            listener.listen(backlog)
+            listener.setblocking(False)
+    except OSError:
+        for listener in sockets:
+            listener.close()
+        raise
+    return sockets
+
+
+class _Acceptor(asyncio.AbstractServer):
+    """Accepts on `sockets` while fewer than `limits.max_connections` are open, and gives each
+    accepted connection to `server` (the aiohttp protocol factory), over TLS if asked."""
+
+    def __init__(
+        self,
+        server: web.Server,
+        sockets: list[socket.socket],
+        *,
+        ssl_context: ssl.SSLContext | None,
+        limits: ReadLimits,
+    ) -> None:
+        self._server = server
+        self._sockets = sockets
+        self._ssl_context = ssl_context
+        self._limits = limits
+        self._handshaking = 0
+        self._refusing = False
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+        for listener in sockets:
+            self._spawn(self._accept_forever(listener))
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        """The listening sockets (aiohttp's `runner.addresses` reads them)."""
+        return tuple(self._sockets)
+
+    def open_connections(self) -> int:
+        """Connections in a TLS handshake plus those the server holds (until their handler ends)."""
+        return self._handshaking + len(self._server.connections)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for listener in self._sockets:
+            listener.close()
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def is_serving(self) -> bool:
+        return any(listener.fileno() != -1 for listener in self._sockets)
+
+    async def start_serving(self) -> None:
+        """Serving from construction on."""
+
+    async def serve_forever(self) -> None:
+        await asyncio.Event().wait()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept_forever(self, listener: socket.socket) -> NoReturn:
+        while True:
+            try:
+                connection, _ = await self._loop.sock_accept(listener)
+            except OSError as error:  # EMFILE and the like: the listener itself is fine
+                logger.warning("could not accept a connection: %s", error)
+                await asyncio.sleep(ACCEPT_ERROR_PAUSE_SECONDS)
+                continue
+            if self.open_connections() >= self._limits.max_connections:
+                self._refuse(connection)
+                continue
+            self._refusing = False
+            self._spawn(self._connect(connection))
+
+    def _refuse(self, connection: socket.socket) -> None:
+        if not self._refusing:
+            logger.warning(
+                "refusing connections: %d open, at most %d",
+                self.open_connections(),
+                self._limits.max_connections,
+            )
+        self._refusing = True
+        connection.close()
+
+    async def _connect(self, connection: socket.socket) -> None:
+        self._handshaking += 1
+        try:
+            await self._loop.connect_accepted_socket(
+                self._server,
+                connection,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=(
+                    self._limits.handshake_seconds if self._ssl_context else None
+                ),
+            )
+        except OSError:  # a failed or timed-out handshake (ssl.SSLError is an OSError)
+            connection.close()
+        finally:
+            self._handshaking -= 1
 
 
 class Heartbeat:
@@ -157,7 +435,7 @@ class ListenerInUse(OSError):  # noqa: N818
     """A listener's port is taken; the message names the flag and env var that move it."""
 
 
-async def start_site(site: web.TCPSite, *, host: str, port: int, flags: Sequence[str]) -> None:
+async def start_site(site: web.BaseSite, *, host: str, port: int, flags: Sequence[str]) -> None:
     """Start `site`; a port in use becomes `ListenerInUse` naming `flags` (e.g. `--health-addr`)
     and their RAY_OPERATOR_* twins, so the operator stops with one line instead of a traceback."""
     try:
@@ -193,7 +471,7 @@ async def serve(
             runner = bounded_runner(app, limits)
             await runner.setup()
             runners.append(runner)
-            site = web.TCPSite(runner, host, port)
+            site = BoundedSite(runner, host, port, limits=limits)
             await start_site(site, host=host, port=port, flags=flags[host, port])
         await asyncio.Event().wait()
         raise AssertionError("unreachable")

@@ -1,8 +1,9 @@
 """The RayServeGraph event endpoint: "the document changed, fetch it now", over HTTP.
 
 Off by default; `--serve-graph-events-port` turns it on (`--serve-graph-events-address`,
-default 127.0.0.1). Its own aiohttp listener, built with `server.bounded_application`: request
-headers within 10 s, the body within 10 s and at most 64 KiB (408/413 otherwise).
+default 127.0.0.1). Its own aiohttp listener, built with `server.bounded_application` and served
+by a `server.BoundedSite`: request headers within 10 s, the body within 10 s and at most 64 KiB
+(408/413 otherwise), at most 1 MiB of bodies held at once (429) and 32 connections.
 
     POST /apis/ray-operator.io/v1alpha1/namespaces/{namespace}/rayservegraphs/{name}/refresh
     POST /apis/ray-operator.io/v1alpha1/events
@@ -73,7 +74,13 @@ from ray_operator.servegraph.names import (
     SERVE_GRAPH_GROUP,
     SERVE_GRAPH_VERSION,
 )
-from ray_operator.server import ReadLimits, bounded_application, bounded_runner, start_site
+from ray_operator.server import (
+    BoundedSite,
+    ReadLimits,
+    bounded_application,
+    bounded_runner,
+    start_site,
+)
 
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
@@ -568,7 +575,7 @@ class ServeGraphEvents:
         await runner.setup()
         try:
             await start_site(
-                web.TCPSite(runner, self.host, self.port),
+                BoundedSite(runner, self.host, self.port, limits=self.limits),
                 host=self.host,
                 port=self.port,
                 flags=("--serve-graph-events-port",),

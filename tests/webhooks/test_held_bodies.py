@@ -1,0 +1,351 @@
+"""What all clients of a listener together can make it hold (issue 28, finding 5): room for a body
+is reserved before the body is read and given back with the answer; a body that does not fit is
+answered 429 with `Retry-After`, unread; small bodies have room of their own; a request without a
+body is never refused; connections beyond the limit (TLS handshakes included) are closed as soon
+as they are accepted.
+
+Each listener is the real `bounded_application` served by a `BoundedSite`, on an event loop of
+its own in a thread, with small `ReadLimits` so the tests take seconds; raw sockets play the
+clients. The same limits at the webhook's real sizes, in a real operator, are attacked in
+`tests/adversarial/test_admission_starvation.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import http.client
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+from ray_operator.pki import create_ca, issue_certificate
+from ray_operator.server import (
+    BodyLane,
+    BoundedSite,
+    ReadLimits,
+    bounded_application,
+    bounded_runner,
+)
+from ray_operator.webhooks.handlers import (
+    HELD_INLINE_REVIEW_BYTES,
+    HELD_LARGE_REVIEW_BYTES,
+    INLINE_REVIEW_BYTES,
+    MAX_REVIEW_BYTES,
+    REVIEW_READ_LIMITS,
+)
+from ray_operator.webhooks.tls import ServingCertificate
+
+from tests.runtime.processes import wait_until
+
+SLACK = 1.5  # scheduling on a loaded 2-core machine: the point is "bounded", not "exact"
+LIMITS = ReadLimits(
+    header_seconds=10.0,
+    body_seconds=1.0,
+    max_body_bytes=1000,
+    held_body_bytes=1000,
+    small_bodies=BodyLane(max_body_bytes=100, held_bytes=300),
+    max_connections=8,
+    handshake_seconds=1.0,
+)
+
+
+class Listener:
+    """`bounded_application(limits)` with POST /echo and GET /ping, served by a `BoundedSite`
+    on 127.0.0.1 (over TLS with `tls=True`), on its own loop in a thread."""
+
+    def __init__(self, limits: ReadLimits, *, tls: bool = False) -> None:
+        self.limits = limits
+        self.port = 0
+        self.context = _server_context() if tls else None
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+
+    def __enter__(self) -> Listener:
+        self._thread.start()
+        assert self._started.wait(10), "the listener did not start"
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self._loop is not None
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        application = bounded_application(self.limits)
+        application.add_routes([web.post("/echo", _echo), web.get("/ping", _ping)])
+        runner = bounded_runner(application, self.limits)
+        await runner.setup()
+        site = BoundedSite(runner, "127.0.0.1", 0, limits=self.limits, ssl_context=self.context)
+        await site.start()
+        self.port = int(runner.addresses[0][1])
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await runner.cleanup()
+
+
+async def _echo(request: web.Request) -> web.Response:
+    return web.Response(text=str(len(await request.read())))
+
+
+async def _ping(_: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+def _server_context() -> ssl.SSLContext:
+    ca = create_ca("test-ca", valid_for=datetime.timedelta(hours=1))
+    pair = issue_certificate(
+        ca, "listener", valid_for=datetime.timedelta(hours=1), ip_addresses=["127.0.0.1"]
+    )
+    serving = ServingCertificate()
+    serving.load(pair)
+    return serving.context
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[Listener]:
+    with Listener(LIMITS) as running:
+        yield running
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def stalled_body(port: int, *, declared: int | None) -> Iterator[socket.socket]:
+    """A POST /echo whose headers are complete but whose body never is (`declared=None`: a
+    chunked one); the connection is closed on exit."""
+    length = "Transfer-Encoding: chunked" if declared is None else f"Content-Length: {declared}"
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\n{length}\r\n\r\n".encode())
+        sock.sendall(b"5\r\nxxxxx" if declared is None else b"x")
+        yield sock
+
+
+def answer_to_declared(port: int, declared: int) -> tuple[int, dict[str, str]]:
+    """Status and headers of the answer to a POST that declares a body and sends none of it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(
+            f"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: {declared}\r\n\r\n".encode()
+        )
+        return _read_head(sock)
+
+
+def _read_head(sock: socket.socket) -> tuple[int, dict[str, str]]:
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError(f"closed before an answer: {received!r}")
+        received += chunk
+    status_line, *lines = received.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return int(status_line.split()[1]), headers
+
+
+def post(port: int, size: int, *, context: ssl.SSLContext | None = None) -> int:
+    """The status of a whole POST /echo of `size` bytes."""
+    if context is None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    else:
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+    try:
+        connection.request("POST", "/echo", body=b"x" * size)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def ping(port: int) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", "/ping")
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def wait_for_429(port: int, declared: int) -> dict[str, str]:
+    """Until a body of `declared` bytes is refused (the stalled one was reserved); its headers."""
+    answers: list[tuple[int, dict[str, str]]] = []
+
+    def refused() -> bool:
+        answers.append(answer_to_declared(port, declared))
+        return answers[-1][0] == 429
+
+    wait_until(refused, timeout=5, interval=0.05, what=f"a {declared}-byte body refused")
+    return answers[-1][1]
+
+
+def closed_after(sock: socket.socket, *, limit: float) -> float:
+    """Seconds until the server closes `sock` (what it sends meanwhile is read and dropped)."""
+    sock.settimeout(limit)
+    started = time.monotonic()
+    with contextlib.suppress(ConnectionResetError):
+        while sock.recv(4096):
+            pass
+    return time.monotonic() - started
+
+
+# --- bodies held -----------------------------------------------------------------------------
+
+
+def test_a_body_that_does_not_fit_is_refused_with_429_before_a_byte_of_it_is_read(
+    listener: Listener,
+) -> None:
+    with stalled_body(listener.port, declared=900):
+        headers = wait_for_429(listener.port, declared=200)  # only headers sent: unread
+        assert headers["Retry-After"] == "1"
+        assert headers["Connection"] == "close"
+    # The stalled client went away: its room is back.
+    wait_until(lambda: post(listener.port, 200) == 200, timeout=5, what="room given back")
+
+
+def test_a_body_that_never_ends_is_cut_off_and_its_room_given_back(listener: Listener) -> None:
+    with stalled_body(listener.port, declared=900) as sock:
+        wait_for_429(listener.port, declared=200)
+        seconds = closed_after(sock, limit=LIMITS.body_seconds + LIMITS.lingering_seconds + SLACK)
+        assert seconds < LIMITS.body_seconds + LIMITS.lingering_seconds + SLACK
+        assert post(listener.port, 200) == 200
+
+
+def test_a_chunked_body_holds_room_for_the_largest_body(listener: Listener) -> None:
+    with stalled_body(listener.port, declared=None):
+        wait_for_429(listener.port, declared=101)  # the smallest body outside the small room
+
+
+def test_small_bodies_have_room_of_their_own_while_the_large_ones_fill_theirs(
+    listener: Listener,
+) -> None:
+    with stalled_body(listener.port, declared=1000):
+        wait_for_429(listener.port, declared=101)
+        assert [post(listener.port, 100) for _ in range(20)] == [200] * 20
+
+
+def test_small_bodies_are_bounded_too(listener: Listener) -> None:
+    with contextlib.ExitStack() as stack:
+        for _ in range(3):  # 3 x 100 bytes fill the small room (300)
+            stack.enter_context(stalled_body(listener.port, declared=100))
+        wait_for_429(listener.port, declared=1)
+        assert post(listener.port, 101) == 200  # the large room is untouched
+
+
+def test_a_request_without_a_body_is_never_refused(listener: Listener) -> None:
+    with stalled_body(listener.port, declared=1000), stalled_body(listener.port, declared=None):
+        wait_for_429(listener.port, declared=101)
+        assert ping(listener.port) == 200
+
+
+def test_more_header_lines_than_allowed_are_refused(listener: Listener) -> None:
+    lines = "".join(f"X-Header-{index}: x\r\n" for index in range(LIMITS.max_headers + 1))
+    with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
+        sock.sendall(f"GET /ping HTTP/1.1\r\nHost: x\r\n{lines}\r\n".encode())
+        status, _ = _read_head(sock)
+    assert status == 400
+
+
+# --- connections -----------------------------------------------------------------------------
+
+
+def test_connections_beyond_the_limit_are_closed_as_soon_as_they_are_accepted(
+    listener: Listener,
+) -> None:
+    with contextlib.ExitStack() as stack:
+        for _ in range(LIMITS.max_connections):
+            stack.enter_context(socket.create_connection(("127.0.0.1", listener.port)))
+        wait_until(
+            lambda: _closed_at_once(listener.port),
+            timeout=5,
+            interval=0.05,
+            what="a connection beyond the limit closed",
+        )
+    wait_until(lambda: _answers(listener.port), timeout=5, what="connections accepted again")
+
+
+def _answers(port: int) -> bool:
+    try:
+        return ping(port) == 200
+    except OSError:  # still refused
+        return False
+
+
+def _closed_at_once(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(1.0)
+        try:
+            return sock.recv(4096) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+
+def test_tls_handshakes_in_progress_count_and_are_cut_off_after_handshake_seconds() -> None:
+    limits = ReadLimits(max_connections=2, handshake_seconds=1.0)
+    client = ssl.create_default_context()
+    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+    with Listener(limits, tls=True) as tls:
+        assert post(tls.port, 10, context=client) == 200
+        silent = [socket.create_connection(("127.0.0.1", tls.port)) for _ in range(2)]
+        try:
+            # Two handshakes never started fill the listener: a TLS client is turned away.
+            wait_until(
+                lambda: _tls_refused(tls.port, client), timeout=5, what="a TLS client refused"
+            )
+            seconds = [
+                closed_after(sock, limit=limits.handshake_seconds + SLACK) for sock in silent
+            ]
+        finally:
+            for sock in silent:
+                sock.close()
+        assert max(seconds) < limits.handshake_seconds + SLACK
+        wait_until(lambda: post(tls.port, 10, context=client) == 200, timeout=5, what="served")
+
+
+def _tls_refused(port: int, client: ssl.SSLContext) -> bool:
+    try:
+        post(port, 10, context=client)
+    except (OSError, http.client.HTTPException):
+        return True
+    return False
+
+
+# --- the documented sizes --------------------------------------------------------------------
+
+
+def test_the_webhook_holds_the_documented_sizes() -> None:
+    assert REVIEW_READ_LIMITS.max_body_bytes == MAX_REVIEW_BYTES == 7 * 1024 * 1024
+    assert REVIEW_READ_LIMITS.held_body_bytes == HELD_LARGE_REVIEW_BYTES == 32 * 1024 * 1024
+    assert REVIEW_READ_LIMITS.small_bodies == BodyLane(
+        max_body_bytes=INLINE_REVIEW_BYTES, held_bytes=HELD_INLINE_REVIEW_BYTES
+    )
+    assert HELD_INLINE_REVIEW_BYTES == 8 * 1024 * 1024
+    assert REVIEW_READ_LIMITS.max_connections == 64
+
+
+def test_every_other_listener_holds_the_documented_sizes() -> None:
+    limits: dict[str, Any] = {
+        "held_body_bytes": 1024 * 1024,
+        "small_bodies": None,
+        "max_connections": 32,
+        "handshake_seconds": 10.0,
+        "max_headers": 32,
+    }
+    assert {name: getattr(ReadLimits(), name) for name in limits} == limits
