@@ -12,13 +12,11 @@ clients. The same limits at the webhook's real sizes, in a real operator, are at
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 import http.client
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,13 +24,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from ray_operator.pki import create_ca, issue_certificate
-from ray_operator.server import (
-    BodyLane,
-    BoundedSite,
-    ReadLimits,
-    bounded_application,
-    bounded_runner,
-)
+from ray_operator.server import BodyLane, ReadLimits, bounded_application
 from ray_operator.webhooks.handlers import (
     HELD_INLINE_REVIEW_BYTES,
     HELD_LARGE_REVIEW_BYTES,
@@ -43,6 +35,7 @@ from ray_operator.webhooks.handlers import (
 from ray_operator.webhooks.tls import ServingCertificate
 
 from tests.runtime.processes import wait_until
+from tests.webhooks.server import ApplicationThread
 
 SLACK = 1.5  # scheduling on a loaded 2-core machine: the point is "bounded", not "exact"
 LIMITS = ReadLimits(
@@ -56,44 +49,18 @@ LIMITS = ReadLimits(
 )
 
 
-class Listener:
+def listener(limits: ReadLimits, *, tls: bool = False) -> ApplicationThread:
     """`bounded_application(limits)` with POST /echo and GET /ping, served by a `BoundedSite`
-    on 127.0.0.1 (over TLS with `tls=True`), on its own loop in a thread."""
+    on 127.0.0.1 (over TLS with `tls=True`)."""
 
-    def __init__(self, limits: ReadLimits, *, tls: bool = False) -> None:
-        self.limits = limits
-        self.port = 0
-        self.context = _server_context() if tls else None
-        self._stop: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+    def application() -> web.Application:
+        bounded = bounded_application(limits)
+        bounded.add_routes([web.post("/echo", _echo), web.get("/ping", _ping)])
+        return bounded
 
-    def __enter__(self) -> Listener:
-        self._thread.start()
-        assert self._started.wait(10), "the listener did not start"
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        assert self._loop is not None
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    async def _serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        application = bounded_application(self.limits)
-        application.add_routes([web.post("/echo", _echo), web.get("/ping", _ping)])
-        runner = bounded_runner(application, self.limits)
-        await runner.setup()
-        site = BoundedSite(runner, "127.0.0.1", 0, limits=self.limits, ssl_context=self.context)
-        await site.start()
-        self.port = int(runner.addresses[0][1])
-        self._started.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
+    return ApplicationThread(
+        application, limits=limits, ssl_context=_server_context() if tls else None
+    )
 
 
 async def _echo(request: web.Request) -> web.Response:
@@ -114,9 +81,9 @@ def _server_context() -> ssl.SSLContext:
     return serving.context
 
 
-@pytest.fixture(scope="module")
-def listener() -> Iterator[Listener]:
-    with Listener(LIMITS) as running:
+@pytest.fixture(scope="module", name="listener")
+def listener_fixture() -> Iterator[ApplicationThread]:
+    with listener(LIMITS) as running:
         yield running
 
 
@@ -207,7 +174,7 @@ def closed_after(sock: socket.socket, *, limit: float) -> float:
 
 
 def test_a_body_that_does_not_fit_is_refused_with_429_before_a_byte_of_it_is_read(
-    listener: Listener,
+    listener: ApplicationThread,
 ) -> None:
     with stalled_body(listener.port, declared=900):
         headers = wait_for_429(listener.port, declared=200)  # only headers sent: unread
@@ -217,7 +184,9 @@ def test_a_body_that_does_not_fit_is_refused_with_429_before_a_byte_of_it_is_rea
     wait_until(lambda: post(listener.port, 200) == 200, timeout=5, what="room given back")
 
 
-def test_a_body_that_never_ends_is_cut_off_and_its_room_given_back(listener: Listener) -> None:
+def test_a_body_that_never_ends_is_cut_off_and_its_room_given_back(
+    listener: ApplicationThread,
+) -> None:
     with stalled_body(listener.port, declared=900) as sock:
         wait_for_429(listener.port, declared=200)
         seconds = closed_after(sock, limit=LIMITS.body_seconds + LIMITS.lingering_seconds + SLACK)
@@ -225,20 +194,20 @@ def test_a_body_that_never_ends_is_cut_off_and_its_room_given_back(listener: Lis
         assert post(listener.port, 200) == 200
 
 
-def test_a_chunked_body_holds_room_for_the_largest_body(listener: Listener) -> None:
+def test_a_chunked_body_holds_room_for_the_largest_body(listener: ApplicationThread) -> None:
     with stalled_body(listener.port, declared=None):
         wait_for_429(listener.port, declared=101)  # the smallest body outside the small room
 
 
 def test_small_bodies_have_room_of_their_own_while_the_large_ones_fill_theirs(
-    listener: Listener,
+    listener: ApplicationThread,
 ) -> None:
     with stalled_body(listener.port, declared=1000):
         wait_for_429(listener.port, declared=101)
         assert [post(listener.port, 100) for _ in range(20)] == [200] * 20
 
 
-def test_small_bodies_are_bounded_too(listener: Listener) -> None:
+def test_small_bodies_are_bounded_too(listener: ApplicationThread) -> None:
     with contextlib.ExitStack() as stack:
         for _ in range(3):  # 3 x 100 bytes fill the small room (300)
             stack.enter_context(stalled_body(listener.port, declared=100))
@@ -246,13 +215,13 @@ def test_small_bodies_are_bounded_too(listener: Listener) -> None:
         assert post(listener.port, 101) == 200  # the large room is untouched
 
 
-def test_a_request_without_a_body_is_never_refused(listener: Listener) -> None:
+def test_a_request_without_a_body_is_never_refused(listener: ApplicationThread) -> None:
     with stalled_body(listener.port, declared=1000), stalled_body(listener.port, declared=None):
         wait_for_429(listener.port, declared=101)
         assert ping(listener.port) == 200
 
 
-def test_more_header_lines_than_allowed_are_refused(listener: Listener) -> None:
+def test_more_header_lines_than_allowed_are_refused(listener: ApplicationThread) -> None:
     lines = "".join(f"X-Header-{index}: x\r\n" for index in range(LIMITS.max_headers + 1))
     with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
         sock.sendall(f"GET /ping HTTP/1.1\r\nHost: x\r\n{lines}\r\n".encode())
@@ -264,7 +233,7 @@ def test_more_header_lines_than_allowed_are_refused(listener: Listener) -> None:
 
 
 def test_connections_beyond_the_limit_are_closed_as_soon_as_they_are_accepted(
-    listener: Listener,
+    listener: ApplicationThread,
 ) -> None:
     with contextlib.ExitStack() as stack:
         for _ in range(LIMITS.max_connections):
@@ -301,7 +270,7 @@ def test_tls_handshakes_in_progress_count_and_are_cut_off_after_handshake_second
     limits = ReadLimits(max_connections=2, handshake_seconds=1.0)
     client = ssl.create_default_context()
     client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
-    with Listener(limits, tls=True) as tls:
+    with listener(limits, tls=True) as tls:
         assert post(tls.port, 10, context=client) == 200
         silent = [socket.create_connection(("127.0.0.1", tls.port)) for _ in range(2)]
         try:
