@@ -30,9 +30,16 @@ bodies at once, from anyone who could reach the webhook port, were all read into
   reserves nothing and is never refused.
 - **Connections** (`BoundedSite`). The site accepts connections itself and holds at most
   `max_connections` at once, counted from accept with the TLS handshakes in progress (each within
-  `handshake_seconds`, not asyncio's 60 s); one more is closed as soon as it is accepted, before
-  any TLS work. That bounds what no body budget sees: request headers not yet complete (at most
-  `max_headers` lines of 8 KiB each) and the part of a body already buffered when it is refused.
+  `handshake_seconds`, not asyncio's 60 s). At the limit it stops accepting: new clients wait in
+  the kernel's listen backlog, costing the operator nothing, until a connection ends (every one
+  ends within the header, body and handshake timeouts). That bounds what no body budget sees:
+  request headers not yet complete (at most `max_headers` lines of 8 KiB each) and the part of a
+  body already buffered when it is refused (~1 MiB over TLS, measured).
+
+A client that keeps a listener's room filled still denies it to others meanwhile — the API
+server's reviews (429, or a wait for a connection), or the kubelet's probes — but can no longer
+take the operator's memory. Keeping Pods away from these ports is `config/operator-network-policy`'s
+job.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ RETRY_AFTER_SECONDS = 1
 that carries `Retry-After` after that many seconds, within the webhook's timeout (5 s here)."""
 ACCEPT_ERROR_PAUSE_SECONDS = 1.0
 """After an accept fails (out of file descriptors, say), how long to wait before the next one."""
+ROOM_POLL_SECONDS = 0.05
+"""While a listener holds all the connections it may, how often it looks for one that ended."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -91,7 +100,7 @@ class ReadLimits:
     """Bodies up to `small_bodies.max_body_bytes` are held in a budget of their own
     (`small_bodies.held_bytes`), which larger bodies never draw on."""
     max_connections: int = 32
-    """Connections open at once, TLS handshakes included; one more is closed on accept."""
+    """Connections open at once, TLS handshakes included; more wait to be accepted."""
     handshake_seconds: float = 10.0
     """A TLS client's time from connect to a completed handshake."""
     max_headers: int = 32
@@ -221,8 +230,8 @@ class BoundedSite(web.BaseSite):
     """A TCP site (TLS with `ssl_context`) holding at most `limits.max_connections` connections.
 
     aiohttp's `TCPSite` leaves accepting to asyncio, which accepts every connection and counts
-    none; here `_Acceptor` accepts, counts and hands each connection to the runner's server
-    (`loop.connect_accepted_socket`, which also bounds the TLS handshake).
+    none; here `_Acceptor` accepts while there is room, counts, and hands each connection to the
+    runner's server (`loop.connect_accepted_socket`, which also bounds the TLS handshake).
     """
 
     def __init__(
@@ -277,8 +286,9 @@ def _listening_sockets(host: str, port: int, *, backlog: int) -> list[socket.soc
 
 
 class _Acceptor(asyncio.AbstractServer):
-    """Accepts on `sockets` while fewer than `limits.max_connections` are open, and gives each
-    accepted connection to `server` (the aiohttp protocol factory), over TLS if asked."""
+    """Accepts on `sockets` while fewer than `limits.max_connections` are open (with several
+    listening addresses, one more per extra address), and gives each accepted connection to
+    `server` (the aiohttp protocol factory), over TLS if asked."""
 
     def __init__(
         self,
@@ -293,7 +303,6 @@ class _Acceptor(asyncio.AbstractServer):
         self._ssl_context = ssl_context
         self._limits = limits
         self._handshaking = 0
-        self._refusing = False
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[None]] = set()
         for listener in sockets:
@@ -336,30 +345,33 @@ class _Acceptor(asyncio.AbstractServer):
 
     async def _accept_forever(self, listener: socket.socket) -> NoReturn:
         while True:
+            await self._room_for_one_more()
             try:
                 connection, _ = await self._loop.sock_accept(listener)
             except OSError as error:  # EMFILE and the like: the listener itself is fine
                 logger.warning("could not accept a connection: %s", error)
                 await asyncio.sleep(ACCEPT_ERROR_PAUSE_SECONDS)
                 continue
-            if self.open_connections() >= self._limits.max_connections:
-                self._refuse(connection)
-                continue
-            self._refusing = False
+            # Counted now, not when its task starts: a burst of accepts must see each other.
+            self._handshaking += 1
             self._spawn(self._connect(connection))
 
-    def _refuse(self, connection: socket.socket) -> None:
-        if not self._refusing:
-            logger.warning(
-                "refusing connections: %d open, at most %d",
-                self.open_connections(),
-                self._limits.max_connections,
-            )
-        self._refusing = True
-        connection.close()
+    async def _room_for_one_more(self) -> None:
+        """Return once fewer than `max_connections` are open. Meanwhile new clients wait in the
+        kernel's listen backlog, where they cost the operator nothing, and are accepted (in
+        order) as connections end: a client that would have got a reset gets a late answer."""
+        if self.open_connections() < self._limits.max_connections:
+            return
+        logger.warning(
+            "%d connections open, the most this listener holds: new ones wait to be accepted",
+            self.open_connections(),
+        )
+        # Polled: a connection ends inside aiohttp's server, which tells no one. Only while full.
+        while self.open_connections() >= self._limits.max_connections:  # noqa: ASYNC110
+            await asyncio.sleep(ROOM_POLL_SECONDS)
 
     async def _connect(self, connection: socket.socket) -> None:
-        self._handshaking += 1
+        """Hand an accepted connection (counted as handshaking) to the server."""
         try:
             await self._loop.connect_accepted_socket(
                 self._server,
