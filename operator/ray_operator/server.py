@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import logging
 import socket
 import ssl
@@ -257,32 +258,59 @@ class BoundedSite(web.BaseSite):
         await super().start()
         server = self._runner.server
         assert server is not None  # the runner was set up (BaseSite.__init__ checks it)
-        sockets = _listening_sockets(self._host, self._port, backlog=self._backlog)
+        # In a thread, as asyncio's create_server resolves: a host name may take a while. (And a
+        # port in use found at once, while the watches' first TLS handshakes are in flight, would
+        # cut them short: uvloop logs each as a fatal error with its traceback.)
+        bind = functools.partial(_listening_sockets, self._host, self._port, backlog=self._backlog)
+        sockets = await asyncio.get_running_loop().run_in_executor(None, bind)
         self._server = _Acceptor(
             server, sockets, ssl_context=self._ssl_context, limits=self._limits
         )
 
 
 def _listening_sockets(host: str, port: int, *, backlog: int) -> list[socket.socket]:
-    """Bound, listening, non-blocking sockets for `host` (""/None: every address, IPv4 and IPv6;
-    a name: each address it resolves to), as asyncio's `create_server` makes them."""
-    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    """Bound, listening, non-blocking sockets for `host` ("": every address, IPv4 and IPv6; a
+    name: each address it resolves to) and `port`, as asyncio's `create_server` makes them: an
+    address family the host has not enabled is skipped. Blocking (resolves `host`)."""
+    addresses = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
     sockets: list[socket.socket] = []
     try:
-        for family, kind, protocol, _, address in dict.fromkeys(infos):
-            listener = socket.socket(family, kind, protocol)
-            sockets.append(listener)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            listener.bind(address)
-            listener.listen(backlog)
-            listener.setblocking(False)
+        for family, kind, protocol, _, address in dict.fromkeys(addresses):
+            listener = _listening_socket(family, kind, protocol, address, backlog=backlog)
+            if listener is not None:
+                sockets.append(listener)
     except OSError:
         for listener in sockets:
             listener.close()
         raise
+    if not sockets:
+        raise OSError(errno.EADDRNOTAVAIL, f"no address of {host or 'this host'} can be bound")
     return sockets
+
+
+def _listening_socket(
+    family: int, kind: int, protocol: int, address: Any, *, backlog: int
+) -> socket.socket | None:
+    """One listening socket; None when the family is not enabled here (no IPv6, say)."""
+    try:
+        listener = socket.socket(family, kind, protocol)
+    except OSError:
+        return None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        listener.bind(address)
+        listener.listen(backlog)
+        listener.setblocking(False)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRNOTAVAIL:  # the family is not enabled (bpo-30945)
+            return None
+        raise
+    return listener
 
 
 class _Acceptor(asyncio.AbstractServer):
