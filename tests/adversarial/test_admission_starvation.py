@@ -10,7 +10,8 @@ nothing stopped five hundred. Now room for a body is reserved before it is read
 (`server.HeldBodies`): the large reviews share 32 MiB until they are answered, so four 7 MiB
 bodies are held and the others are answered 429 with `Retry-After`, unread; the small reviews the
 API server sends every day have room of their own and are admitted throughout; a client that never
-finishes its body is cut off after the body timeout (408).
+finishes its body is cut off after the body timeout (408). What no body budget sees — a thousand
+connections sending headers that never end — costs only the connections a listener holds.
 
 What a 429 means to the API server is checked on the real one, with a webhook that answers 429:
 it retries after `Retry-After` within the webhook's timeout, so a short burst costs nobody their
@@ -28,6 +29,7 @@ import contextlib
 import datetime
 import itertools
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -68,6 +70,11 @@ RSS_BOUND = 160 * MIB
 each up to ~1 MiB of TLS and read buffers when its client sent a body that is then refused:
 50 MiB; and a third more for the allocator's slack. (Measured: +100 to +112 MiB. Before: fifty
 bodies read at once, +510 to +540 MiB.)"""
+HEADER_CLIENTS = 1000
+HEADER_RSS_BOUND = 48 * MIB
+"""Above idle: the probes' listener holds 32 connections, each with up to 256 KiB of headers
+(8 MiB), plus their buffers and the allocator's slack. (Measured: +14 to +16 MiB. Before: all
+thousand were read at once, +234 MiB; and each may send four times as many header lines.)"""
 ADDRESS_SPACE_CAP = 2 * 1024 * MIB
 """`prlimit --as` on the operator (and each worker): an idle operator maps ~0.4 GiB, the unbounded
 code peaked at ~0.6 GiB of RSS in these tests; 2 GiB lets it show its growth and stops it long
@@ -151,6 +158,43 @@ def test_fifty_complete_7mib_reviews_are_answered_or_refused_with_memory_bounded
     assert set(statuses) <= {200, 429}, statuses
     assert statuses.count(429) >= 1  # the excess: fifty never fit at once
     assert all(answer.retry_after == "1" for answer in answers if answer.status == 429)
+
+
+def test_a_thousand_clients_sending_endless_headers_cost_only_the_connections_a_listener_holds(
+    start_operator: StartOperator,
+) -> None:
+    # Any listener: the probes' (plain HTTP: the client needs no TLS to be cheap).
+    operator = start_operator(command_prefix=("prlimit", f"--as={ADDRESS_SPACE_CAP}", "--"))
+    idle = settled_rss(operator)
+    with PeakRss(operator) as rss, endless_headers(operator.port, clients=HEADER_CLIENTS):
+        time.sleep(3.0)  # the headers arrive; the listener holds what it holds
+    print(f"\nidle RSS {idle / MIB:.0f} MiB, peak {rss.peak / MIB:.0f} MiB")
+    assert rss.peak - idle <= HEADER_RSS_BOUND, f"peak {rss.peak / MIB:.0f}, idle {idle / MIB:.0f}"
+    # The clients gone, the listener is back (what it held is cut at header_seconds at most).
+    wait_until(lambda: operator.get_status("/healthz") == 200, timeout=30, what="/healthz again")
+
+
+@contextlib.contextmanager
+def endless_headers(port: int, *, clients: int) -> Iterator[None]:
+    """`clients` connections, each sending 31 header lines of 8000 bytes and never the end of its
+    request (the most aiohttp lets one hold: 32 lines of 8 KiB); all closed on exit. Connected
+    without waiting: past the listen backlog of a listener that holds no more, a connect hangs."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(
+        b"X-Padding-%d: %s\r\n" % (index, b"x" * 8000) for index in range(31)
+    )
+    sockets = [socket.socket() for _ in range(clients)]
+    try:
+        for sock in sockets:
+            sock.setblocking(False)
+            sock.connect_ex(("127.0.0.1", port))
+        time.sleep(1.0)
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # not connected: it never got in
+                sock.send(head)
+        yield
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 # --- the attacker ---------------------------------------------------------------------------
