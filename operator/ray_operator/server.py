@@ -108,6 +108,14 @@ class ReadLimits:
     """Header lines in a request (each at most 8 KiB, aiohttp's bound); more: 400. Probes,
     Prometheus and the API server send fewer than a dozen."""
 
+    def __post_init__(self) -> None:
+        # Room for fewer bytes than the largest body would refuse every such body, forever.
+        lanes = [BodyLane(self.max_body_bytes, self.held_body_bytes)]
+        lanes += [self.small_bodies] if self.small_bodies is not None else []
+        for lane in lanes:
+            if lane.held_bytes < lane.max_body_bytes:
+                raise ValueError(f"{lane}: room for fewer bytes than its largest body")
+
 
 class HeldBodies:
     """The request bodies one listener holds, by declared size, within its `ReadLimits`."""

@@ -296,3 +296,10 @@ def test_every_other_listener_holds_the_documented_sizes() -> None:
         "max_headers": 32,
     }
     assert {name: getattr(ReadLimits(), name) for name in limits} == limits
+
+
+def test_limits_with_room_for_less_than_their_largest_body_are_refused() -> None:
+    with pytest.raises(ValueError, match="room for fewer bytes than its largest body"):
+        ReadLimits(max_body_bytes=2000, held_body_bytes=1000)
+    with pytest.raises(ValueError, match="room for fewer bytes than its largest body"):
+        ReadLimits(small_bodies=BodyLane(max_body_bytes=100, held_bytes=99))
