@@ -242,19 +242,20 @@ def operator_kubeconfig(
     return path
 
 
-def default_with_component(directory: Path, component: str) -> Path:
-    """A copy of config/default (and crd/) under `directory` with config/`component` turned on
-    as config/default/kustomization.yaml says: its `components:` line and the component's line
-    un-commented. Fails when config/default does not offer the component that way."""
+def default_with_component(directory: Path, component: str, *more: str) -> Path:
+    """A copy of config/default (and crd/) under `directory` with config/`component` (and the
+    `more` after it) turned on as config/default/kustomization.yaml says: its `components:` line
+    and each component's line un-commented. Fails when config/default does not offer one of
+    them that way."""
     shutil.copytree(CONFIG, directory / "config")
     shutil.copytree(REPO_ROOT / "crd", directory / "crd")
     kustomization = directory / "config" / "default" / "kustomization.yaml"
     text = kustomization.read_text()
     text, headers = re.subn(r"^# components:$", "components:", text, flags=re.M)
-    line = rf"^#   - \.\./{re.escape(component)}$"
-    text, lines = re.subn(line, f"  - ../{component}", text, flags=re.M)
-    assert (headers, lines) == (1, 1), (
-        f"config/default must offer config/{component}, commented out"
-    )
+    assert headers == 1, "config/default must have one `# components:` line"
+    for name in (component, *more):
+        line = rf"^#   - \.\./{re.escape(name)}$"
+        text, lines = re.subn(line, f"  - ../{name}", text, flags=re.M)
+        assert lines == 1, f"config/default must offer config/{name}, commented out"
     kustomization.write_text(text)
     return directory / "config" / "default"

@@ -81,10 +81,15 @@ def child_pids(pid: int) -> list[int]:
 
 def rss_bytes(pid: int) -> int:
     """VmRSS of one process (/proc/<pid>/status)."""
+    return status_bytes(pid, "VmRSS")
+
+
+def status_bytes(pid: int, name: str) -> int:
+    """A size field of /proc/<pid>/status (VmRSS, VmHWM, VmSize, ...), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{name}:"):
             return int(line.split()[1]) * 1024
-    raise LookupError(f"no VmRSS for process {pid}")
+    raise LookupError(f"no {name} for process {pid}")
 
 
 def is_running(pid: int) -> bool:

@@ -9,25 +9,22 @@ denial, and (from the mutating endpoints) a JSONPatch that applies to the object
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import http.client
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aiohttp import web
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from ray_operator.webhooks.handlers import MAX_REVIEW_BYTES, admission_application
 
 from tests.webhooks.conftest import load_sample
-from tests.webhooks.server import free_port
+from tests.webhooks.server import ApplicationThread
 
 ANSWER_TIMEOUT = 5.0  # the webhook configurations' timeoutSeconds
 BASES = {
@@ -201,37 +198,6 @@ def reviews(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
     return verb, endpoint_kind.lower(), review
 
 
-class LoopbackServer:
-    """The admission application on 127.0.0.1, in a thread with its own event loop."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self._started = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
-
-    def __enter__(self) -> LoopbackServer:
-        self._thread.start()
-        assert self._started.wait(10)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        assert self._loop is not None
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    async def _serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        runner = web.AppRunner(admission_application(), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self.port).start()
-        self._started.set()
-        await self._stop.wait()
-        await runner.cleanup()
-
-
 class Client:
     """Keep-alive HTTP to the server; a fresh connection after the server closed one."""
 
@@ -264,7 +230,7 @@ class Client:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    with LoopbackServer() as server:
+    with ApplicationThread(admission_application) as server:
         client = Client(server.port)
         yield client
         client.close()

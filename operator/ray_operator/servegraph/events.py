@@ -1,8 +1,9 @@
 """The RayServeGraph event endpoint: "the document changed, fetch it now", over HTTP.
 
 Off by default; `--serve-graph-events-port` turns it on (`--serve-graph-events-address`,
-default 127.0.0.1). Its own aiohttp listener, built with `server.bounded_application`: request
-headers within 10 s, the body within 10 s and at most 64 KiB (408/413 otherwise).
+default 127.0.0.1). Its own aiohttp listener, built with `server.bounded_application` and served
+by a `server.BoundedSite`: request headers within 10 s, the body within 10 s and at most 64 KiB
+(408/413 otherwise), at most 1 MiB of bodies held at once (429) and 32 connections.
 
     POST /apis/ray-operator.io/v1alpha1/namespaces/{namespace}/rayservegraphs/{name}/refresh
     POST /apis/ray-operator.io/v1alpha1/events
@@ -104,6 +105,7 @@ from ray_operator.servegraph.signatures import (
     within_window,
 )
 from ray_operator.server import (
+    BoundedSite,
     ReadLimits,
     bearer_token,
     bounded_application,
@@ -686,7 +688,7 @@ class ServeGraphEvents:
         await runner.setup()
         try:
             await start_site(
-                web.TCPSite(runner, self.host, self.port),
+                BoundedSite(runner, self.host, self.port, limits=self.limits),
                 host=self.host,
                 port=self.port,
                 flags=("--serve-graph-events-port",),

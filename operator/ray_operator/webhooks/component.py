@@ -7,8 +7,9 @@ Its order matters:
 1. get the serving material (self-managed Secret or cert-manager's directory), retrying API
    errors with backoff — nothing can be served without a certificate;
 2. load it into the live SSLContext and start listening (TLS, `options.port`), every request read
-   within `read_limits` (header and body timeouts, the body cap: `handlers.REVIEW_READ_LIMITS`)
-   and answered off the event loop (`handlers.py`); a TLS handshake gets asyncio's 60 s;
+   within `read_limits` (header and body timeouts, the body cap, the bodies and connections held
+   at once: `handlers.REVIEW_READ_LIMITS`) and answered off the event loop (`handlers.py`); a
+   TLS handshake gets `read_limits.handshake_seconds` (10 s);
 3. publish the CA bundle to the webhook configurations (in the URL mode: create them) — only
    now, so the API server is never told to call a port that does not answer yet;
 4. every `check_interval` (sooner when a renewal is due) look again; on a change publish the new
@@ -27,12 +28,10 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
-from aiohttp import web
-
 from ray_operator.features import FeatureGates
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
-from ray_operator.server import ReadLimits, bounded_runner, start_site
+from ray_operator.server import BoundedSite, ReadLimits, bounded_runner, start_site
 from ray_operator.settings import cluster_limits
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.certificates import (
@@ -105,10 +104,11 @@ class Webhooks:
         runner = bounded_runner(application, self.read_limits)
         await runner.setup()
         try:
-            site = web.TCPSite(
+            site = BoundedSite(
                 runner,
                 self.options.listen_host,
                 self.options.port,
+                limits=self.read_limits,
                 ssl_context=self.serving.context,
             )
             await start_site(

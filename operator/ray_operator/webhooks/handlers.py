@@ -9,7 +9,10 @@
 (controller-runtime's path scheme, so manifests written for KubeRay's webhooks keep their paths.)
 Requests are read within `REVIEW_READ_LIMITS` (`server.bounded_reads`: the body in 10 s and at most
 `MAX_REVIEW_BYTES`, else 408/413); a body that is not an AdmissionReview gets a 400; every review
-gets a 200 with an allow or a deny.
+gets a 200 with an allow or a deny. Before a body is read, room for it is reserved: reviews above
+`INLINE_REVIEW_BYTES` share `HELD_LARGE_REVIEW_BYTES` until answered, smaller ones their own
+`HELD_INLINE_REVIEW_BYTES`; a review that does not fit gets 429 with `Retry-After: 1`, unread
+(issue 28: fifty 7 MiB bodies from anyone who could reach the port were all held at once).
 
 A review of at most `INLINE_REVIEW_BYTES` is parsed, validated and encoded on the event loop
 (well under a millisecond for a real object, ~20 ms for the most hostile one). A larger one goes
@@ -26,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ray_operator.features import FeatureGates
-from ray_operator.server import ReadLimits, bounded_application
+from ray_operator.server import BodyLane, ReadLimits, bounded_application
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.webhooks.review import (
     ADMISSION_KINDS,
@@ -44,7 +47,6 @@ DEFAULT_GATES = FeatureGates()
 # UPDATE, the old object (stored, so within etcd's 1.5 MiB, re-encoded as JSON): 2 x 3 MiB for
 # both, plus 1 MiB for the envelope and the growth.
 MAX_REVIEW_BYTES = 7 * 1024 * 1024
-REVIEW_READ_LIMITS = ReadLimits(max_body_bytes=MAX_REVIEW_BYTES)
 # Reviews up to this size are answered on the event loop; larger ones in a worker process. Work is
 # about linear in the body, so the bound is set by the most expensive bytes. Measured (CPU time of
 # parse + answer + encode, the worse of validate and mutate, 2-core test machine): 64 KiB of
@@ -54,6 +56,25 @@ REVIEW_READ_LIMITS = ReadLimits(max_body_bytes=MAX_REVIEW_BYTES)
 # KB; an UPDATE carries two, with managedFields) and costs well under a millisecond. At 256 KiB
 # the worst was 80 ms, enough for a handful of concurrent reviews to hold /healthz near a second.
 INLINE_REVIEW_BYTES = 64 * 1024
+# Large reviews held at once, from their first byte read to their answer (queued for a worker or
+# in one): 32 MiB. Eight 3.3 MB reviews at once (a burst the API server really sends, issue 12)
+# fit; four of the largest (7 MiB) do. What this admits is at most ~5 s of CPU for the two
+# workers (about 0.5 s per 3.3 MB): within the API server's 5 s per call. The loop holds a body
+# at most about twice while reading it and handing it to a worker (aiohttp's buffer, then the
+# bytes and their pickle).
+HELD_LARGE_REVIEW_BYTES = 32 * 1024 * 1024
+# Small reviews (the everyday ones: a few KB) draw on their own 8 MiB: 128 of the largest inline
+# ones at once, thousands of real ones, and never a byte of the large reviews' room.
+HELD_INLINE_REVIEW_BYTES = 8 * 1024 * 1024
+REVIEW_READ_LIMITS = ReadLimits(
+    max_body_bytes=MAX_REVIEW_BYTES,
+    held_body_bytes=HELD_LARGE_REVIEW_BYTES,
+    small_bodies=BodyLane(max_body_bytes=INLINE_REVIEW_BYTES, held_bytes=HELD_INLINE_REVIEW_BYTES),
+    # An API server opens one connection per call in flight (HTTP/1.1), and admitting Ray
+    # objects keeps a handful in flight. Each connection can cost ~1 MiB (measured: TLS and
+    # read buffers filled by a body that is then refused), so 64 bound that to ~64 MiB.
+    max_connections=64,
+)
 
 
 def admission_paths(kind: AdmissionKind) -> tuple[str, str]:
