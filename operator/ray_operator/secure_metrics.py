@@ -52,6 +52,7 @@ from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError
 from ray_operator.runtime.kinds import SUBJECT_ACCESS_REVIEW, TOKEN_REVIEW
 from ray_operator.server import (
+    BoundedSite,
     ReadLimits,
     bearer_token,
     bounded_application,
@@ -272,7 +273,13 @@ class SecureMetricsServer:
         runner = bounded_runner(application, self.limits)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.port, ssl_context=self.serving.context)
+            site = BoundedSite(
+                runner,
+                self.host,
+                self.port,
+                limits=self.limits,
+                ssl_context=self.serving.context,
+            )
             await start_site(site, host=self.host, port=self.port, flags=("--metrics-addr",))
             self.port = int(runner.addresses[0][1])  # the real one when asked for port 0
             logger.info("serving /metrics over HTTPS to authorized callers on %s", self.port)
