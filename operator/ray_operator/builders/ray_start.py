@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ray_operator import bounded_json
 from ray_operator import labels as names
 from ray_operator.builders.manifest import JSON
 from ray_operator.builders.quantity import InvalidQuantityError, Quantity, format_float_like_go
@@ -123,8 +124,8 @@ def _apply_accelerators(params: dict[str, str], limits: Mapping[str, Quantity]) 
     if not limits:
         return
     try:
-        custom = json.loads(params.get("resources", "{}").strip("'\"` "))
-    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
+        custom = bounded_json.loads(params.get("resources", "{}").strip("'\"` "))
+    except ValueError:
         return  # KubeRay leaves a malformed `resources` param alone and adds nothing.
     if not isinstance(custom, dict):
         return

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from ray_operator import bounded_json
 from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.containers import token_auth_env
@@ -231,8 +232,8 @@ def job_submission(rayjob: RayJob, *, submission_id: str) -> JobSubmission:
     resources = None
     if spec.get("entrypointResources"):
         try:
-            resources = json.loads(spec["entrypointResources"])
-        except (ValueError, RecursionError) as error:
+            resources = bounded_json.loads(spec["entrypointResources"])
+        except ValueError as error:
             raise InvalidRuntimeEnvError(
                 f"spec.entrypointResources is not a JSON object: {error}"
             ) from error

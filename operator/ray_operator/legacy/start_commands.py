@@ -12,12 +12,12 @@ entry is split into its shell commands (on `;` and `&&`, outside quotes) and eac
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ray_operator import bounded_json
 from ray_operator.legacy.findings import HIDDEN, Findings, is_secret_name, shorten, show
 from ray_operator.legacy.resources import resource_params
 
@@ -210,8 +210,8 @@ def _read_ray_start(
 
 def _read_resources_flag(value: str, *, path: str, into: StartCommands, findings: Findings) -> None:
     try:
-        resources = json.loads(value)
-    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
+        resources = bounded_json.loads(value)
+    except ValueError:
         resources = None
     if not isinstance(resources, dict):
         findings.problem(path, f"`ray start --resources` must be a JSON object, got {show(value)}")

@@ -11,10 +11,10 @@ changes an UPDATE may not make, `rayjob_warnings` what is legal but has no effec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+from ray_operator import bounded_json
 from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.manifest import JSON, ClusterLike, is_autoscaling_enabled
@@ -274,8 +274,8 @@ def _entrypoint_resources_errors(spec: JSON) -> Iterator[FieldError]:
     if not text:
         return
     try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested beyond Python's decoder
+        parsed = bounded_json.loads(text)
+    except ValueError:
         parsed = None
     if not isinstance(parsed, dict) or not all(map(_is_amount, parsed.values())):
         yield invalid(
