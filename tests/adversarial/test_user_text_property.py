@@ -38,7 +38,7 @@ from tests.adversarial.test_yaml_bombs import (
     rayservice,
 )
 from tests.conftest import Kubectl
-from tests.robustness.conftest import StartOperator
+from tests.robustness.conftest import RAY_KINDS, StartOperator
 from tests.robustness.manifests import UNSCHEDULED, ray_cluster
 from tests.robustness.observe import (
     MIB,
@@ -340,8 +340,7 @@ def verdict(api: ApiServer, path: str, namespace: str, name: str) -> bool:
 
 
 def delete_all(kubectl: Kubectl, namespace: str) -> None:
-    kinds = "rayjobs,rayservices,rayclusters,raycronjobs,rayservegraphs"
-    kubectl("delete", kinds, "--all", "-n", namespace, "--wait=false")
+    kubectl("delete", RAY_KINDS, "--all", "-n", namespace, "--wait=false")
 
 
 class Health:

@@ -1,7 +1,7 @@
 """Fixtures for the robustness tests: a real operator process per test, and a tidy namespace after.
 
 Each test starts `ray-operator run` (the real command and controllers, no leader election) for
-its own namespace. Afterwards every RayCluster of the namespace is deleted, the operator gets a
+its own namespace. Afterwards every Ray object of the namespace is deleted, the operator gets a
 bounded time to delete their Pods, then it is stopped and whatever Pods remain are deleted with
 one delete-collection (namespaces are never deleted: their objects are evidence).
 
@@ -28,6 +28,8 @@ from tests.webhooks.conftest import wait_until_intercepted
 CLUSTER_PODS = "ray.io/cluster"
 """Selects every Pod of every RayCluster (the label exists on all of them)."""
 CLEANUP_SECONDS = 60.0
+RAY_KINDS = "rayservegraphs,raycronjobs,rayservices,rayjobs,rayclusters"
+"""Every kind whose objects end up as a RayCluster's Pods, owners first."""
 # The names `ray-operator run` registers its webhook configurations under (URL mode, defaults).
 WEBHOOK_CONFIGURATIONS = (
     ("validatingwebhookconfiguration", "ray-operator-validating-webhook-configuration"),
@@ -97,7 +99,9 @@ def start_operator(
     try:
         yield start
     finally:
-        kubectl("delete", "rayclusters", "--all", "-n", namespace, "--wait=false")
+        # Owners first in the same call: a RayService or RayServeGraph left behind would make
+        # its cluster anew while the wait below counts its Pods.
+        kubectl("delete", RAY_KINDS, "--all", "-n", namespace, "--wait=false")
         running = [replica for replica in started if replica.alive()]
         if running:
             _wait_for_no_cluster_pods(kubectl, namespace, timeout=CLEANUP_SECONDS)
