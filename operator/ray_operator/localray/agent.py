@@ -17,7 +17,8 @@ process, whatever its labels and owner references say:
   the agent writes the Pod's terminal phase, which KWOK leaves to it (see
   `LocalControlPlane(ray_job_submitters_run_locally=True)`).
 
-A Ray node's Pod turns Ready when its node listens, as a kubelet's readiness probe would make it.
+A Ray node's Pod turns Ready when its node serves (a worker: once the GCS counts its raylet
+alive), as a kubelet's readiness probe would make it.
 A Pod that is deleted (or ends) has its process group stopped and its files removed. Caps on
 clusters and nodes keep a few samples from taking the machine's memory; a Pod over a cap gets a
 Warning Event saying which flag to raise, and starts as soon as room is made. When the agent
@@ -84,6 +85,9 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from ray_operator.app import ComponentContext
     from ray_operator.runtime.controller import Controller, ControllerContext, ControllerFactory
+
+RAYLET_HEALTH_PATH = "/api/local_raylet_healthz"
+"""The dashboard agent's check that its raylet is alive in the GCS (KubeRay's worker probe)."""
 
 logger = logging.getLogger(__name__)
 
@@ -482,8 +486,10 @@ class LocalRayAgent:
         head.autoscaler = process
 
     async def _mark_ready(self) -> None:
-        """Make a node's Pod Ready once its Ray node listens (the head: GCS and dashboard; a
-        worker: its raylet), as a kubelet does once the readiness probe passes."""
+        """Make a node's Pod Ready once its Ray node serves (the head: GCS and dashboard; a
+        worker: its raylet, alive in the GCS's view, which KubeRay's readiness probe asks the
+        node's dashboard agent), as a kubelet does once the readiness probe passes. A raylet
+        that merely listens may not have joined yet: a job submitted then saw one CPU of two."""
         for running in self._running.values():
             if running.plan is None or running.ports is None or running.ready_reported:
                 continue
@@ -492,7 +498,9 @@ class LocalRayAgent:
             if running.plan.is_head:
                 up = running.gcs_ready and await _accepts(running.address, running.ports.dashboard)
             else:
-                up = await _accepts(running.address, running.ports.node_manager)
+                up = await _answers_ok(
+                    running.address, running.ports.dashboard_agent_listen, RAYLET_HEALTH_PATH
+                )
             if up:
                 running.ready_reported = await self._write_readiness(running.pod, ready=True)
 
@@ -833,6 +841,24 @@ async def _accepts(host: str, port: int) -> bool:
     with contextlib.suppress(OSError):
         await writer.wait_closed()
     return True
+
+
+async def _answers_ok(host: str, port: int, path: str) -> bool:
+    """Whether `GET path` on `host:port` answers 200 within a second."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        status_line = await asyncio.wait_for(reader.readline(), timeout=1.0)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return status_line.split(b" ")[1:2] == [b"200"]
 
 
 def _write_files(directory: Path, files: Mapping[str, str]) -> None:
