@@ -41,6 +41,7 @@ MAX_COMMAND_ARGS = 1024
 MAX_COMMAND_BYTES = 128 << 10
 KILL_GRACE_SECONDS = 2.0
 READ_BYTES = 32 << 10
+FIRST_SIZE_WAIT_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +238,11 @@ async def _run_in_terminal(
     """The command on a pseudo-terminal: its output (both streams) to stdout, stdin to it,
     resize messages to the terminal's size."""
     controller, terminal = pty.openpty()
+    # kubectl sends its terminal's size first thing: a command that asks for it at once (a
+    # shell's prompt, `stty size`) should see it, so wait a moment for it before starting.
+    with contextlib.suppress(TimeoutError):
+        first_size = await asyncio.wait_for(streams["resize"].read(), FIRST_SIZE_WAIT_SECONDS)
+        _apply_sizes(first_size.decode(errors="replace"), controller)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -302,18 +308,23 @@ def _write_all(controller: int, data: bytes) -> None:
 async def _resize(stream: SpdyStream, controller: int) -> None:
     """Apply each `{"Width": w, "Height": h}` the client sends (one JSON object per message,
     several possibly in one read)."""
-    decoder = json.JSONDecoder()
     pending = ""
     while data := await stream.read():
-        pending = (pending + data.decode(errors="replace"))[-4096:]
-        while pending.strip():
-            try:
-                size, end = decoder.raw_decode(pending.lstrip())
-            except json.JSONDecodeError:
-                break
-            pending = pending.lstrip()[end:]
-            if isinstance(size, dict):
-                _set_terminal_size(controller, size)
+        pending = _apply_sizes((pending + data.decode(errors="replace"))[-4096:], controller)
+
+
+def _apply_sizes(text: str, controller: int) -> str:
+    """Apply every complete size message in `text`; what is left of an incomplete one."""
+    decoder = json.JSONDecoder()
+    while text.strip():
+        try:
+            size, end = decoder.raw_decode(text.lstrip())
+        except json.JSONDecodeError:
+            break
+        text = text.lstrip()[end:]
+        if isinstance(size, dict):
+            _set_terminal_size(controller, size)
+    return text
 
 
 def _set_terminal_size(controller: int, size: dict[str, Any]) -> None:

@@ -149,7 +149,7 @@ class SpdySession:
 
     async def run(self) -> None:
         """Read frames until EOF, GOAWAY, a protocol error or `idle_timeout`; then every stream
-        reads EOF and `accept()` returns None."""
+        reads EOF, `accept()` returns None and the connection is closed."""
         try:
             await self._read_loop()
         except SpdyProtocolError as error:
@@ -160,6 +160,8 @@ class SpdySession:
             pass
         finally:
             self._end()
+            # Whoever works on the streams sees them end; the connection goes now.
+            self._writer.close()
 
     async def _read_loop(self) -> None:
         while True:
@@ -168,7 +170,9 @@ class SpdySession:
                 data = await asyncio.wait_for(self._reader.read(READ_BYTES), max(timeout, 0.1))
             except TimeoutError:
                 if time.monotonic() - self._last_activity >= self._idle_timeout:
-                    logger.info("kubelet endpoint: closing a connection idle for %.0fs", timeout)
+                    logger.info(
+                        "kubelet endpoint: closing a connection idle for %.0fs", self._idle_timeout
+                    )
                     return
                 continue
             if not data:
