@@ -49,6 +49,14 @@ CLUSTER = """
           spec:
             containers: [{name: ray-head, image: rayproject/ray:2.52.0}]
 """
+JOB = """
+    apiVersion: ray.io/v1
+    kind: RayJob
+    metadata: {name: print-once}
+    spec:
+      clusterSelector: {ray.io/cluster: logs-exec}
+      entrypoint: python -c "print('printed by the job')"
+"""
 FAKE_POD = """
     apiVersion: v1
     kind: Pod
@@ -83,8 +91,11 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
         kubectl("create", "namespace", NAMESPACE)
         kubectl("apply", "-n", NAMESPACE, "-f", "-", input_text=textwrap.dedent(CLUSTER))
         local_head_addresses(kubectl, NAMESPACE, "logs-exec")
+        pod = head_pod(kubectl, NAMESPACE, "logs-exec")
+        # Ready once its Ray node serves (the agent's probe): a loaded machine takes a while.
+        kubectl("wait", "-n", NAMESPACE, f"pod/{pod}", "--for=condition=Ready", "--timeout=240s")
         uid = kubectl("get", "-n", NAMESPACE, "raycluster/logs-exec", "-o=jsonpath={.metadata.uid}")
-        yield Head(dev, head_pod(kubectl, NAMESPACE, "logs-exec"), cluster_address(uid))
+        yield Head(dev, pod, cluster_address(uid))
     finally:
         dev.stop()
 
@@ -94,7 +105,7 @@ def test_kubectl_logs_shows_the_heads_output_and_tail_keeps_its_last_lines(head:
         text = head.kubectl("logs", "-n", NAMESPACE, head.pod)
         return text if "Ray runtime started" in text else ""
 
-    wait_until(started, timeout=60, interval=1.0, what="the head's start in its log")
+    wait_until(started, timeout=30, interval=1.0, what="the head's start in its log")
     whole = started().splitlines()
     tail = head.kubectl("logs", "-n", NAMESPACE, head.pod, "--tail=2").splitlines()
     assert tail == whole[-2:]
@@ -131,6 +142,23 @@ def _read_line_within(stream: object, *, seconds: float) -> str:
     if not selector.select(timeout=seconds):
         return "(nothing within the time)"
     return str(stream.readline()).rstrip("\n")  # type: ignore[attr-defined]
+
+
+def test_logs_of_a_finished_submitter_show_its_job_and_follow_returns(head: Head) -> None:
+    head.kubectl("apply", "-n", NAMESPACE, "-f", "-", input_text=textwrap.dedent(JOB))
+    head.kubectl(
+        "wait", "-n", NAMESPACE, "rayjob/print-once", "--timeout=180s",
+        "--for=jsonpath={.status.jobDeploymentStatus}=Complete",
+    )  # fmt: skip
+    submitter = head.kubectl(
+        "get", "pods", "-n", NAMESPACE, "-l", "job-name=print-once",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    )  # fmt: skip
+    # kubectl logs -f of a process that ended returns, as a kubelet's of a stopped container.
+    output = head.kubectl("logs", "-f", "-n", NAMESPACE, submitter)
+    assert "printed by the job" in output
+    refused = head.kubectl.run("exec", "-n", NAMESPACE, submitter, "--", "true")
+    assert "cannot exec into a container in a completed pod" in refused.stderr
 
 
 def test_kubectl_exec_runs_ray_init_that_joins_the_pods_own_cluster(head: Head) -> None:

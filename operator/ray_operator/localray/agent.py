@@ -811,17 +811,20 @@ class LocalRayAgent:
             env=env,
             working_dir=str(running.files),
             ports=_pod_ports(running),
+            running=running.process.returncode is None,
         )
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
         running = self._running_pod(namespace, pod)
-        return None if running is None else _pod_ports(running).get(port)
+        if running is None or running.process.returncode is not None:
+            return None
+        return _pod_ports(running).get(port)
 
     def _running_pod(self, namespace: str, pod: str) -> _Running | None:
         for running in self._running.values():
             metadata = running.pod["metadata"]
             if metadata.get("namespace") == namespace and metadata.get("name") == pod:
-                return running if running.process.returncode is None else None
+                return running
         return None
 
     def _pod_directory(self, pod: Pod) -> Path:

@@ -102,7 +102,7 @@ def _open_log(path: Path) -> BinaryIO:
 
 def _still_runs(pods: LocalPods, container: LocalContainer) -> bool:
     now = pods.container(container.namespace, container.pod, container.container)
-    return now is not None and now.pod_uid == container.pod_uid
+    return now is not None and now.pod_uid == container.pod_uid and now.running
 
 
 def _tail_offset(log: BinaryIO, lines: int | None) -> int:

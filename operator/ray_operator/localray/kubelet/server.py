@@ -158,7 +158,7 @@ class KubeletEndpoint:
                 return
             case ("exec", namespace, pod, container):
                 options = remotecommand.exec_options(request)
-                found = self._container(namespace, pod, container)
+                found = self._running_container(namespace, pod, container)
                 session = await self._upgrade(request, reader, writer, remotecommand.PROTOCOLS)
                 await self._in_session(
                     session,
@@ -171,7 +171,7 @@ class KubeletEndpoint:
                 )
                 return
             case ("portForward", namespace, pod, *_uid) if len(_uid) <= 1:
-                self._container(namespace, pod, None)
+                self._running_container(namespace, pod, None)
                 session = await self._upgrade(request, reader, writer, portforward.PROTOCOLS)
                 await self._in_session(
                     session,
@@ -203,6 +203,15 @@ class KubeletEndpoint:
                 "the Ray container of the head, worker and RayJob submitter Pods the operator "
                 "created runs on this machine (other Pods on the fake node are KWOK's)",
                 code=404,
+            )
+        return found
+
+    def _running_container(self, namespace: str, pod: str, container: str | None) -> LocalContainer:
+        found = self._container(namespace, pod, container)
+        if not found.running:
+            raise BadRequestError(
+                f"container {found.container!r} of pod {namespace}/{pod} is not running: its "
+                "local process ended (kubectl logs shows its output)"
             )
         return found
 
