@@ -321,14 +321,7 @@ def _kubelet_endpoint_options(control_plane: LocalControlPlane) -> KubeletEndpoi
     only ever for the plane this process started."""
     from ray_operator.localray.kubelet.server import KubeletEndpointOptions
 
-    credentials = control_plane.kubelet_credentials()
-    return KubeletEndpointOptions(
-        port=credentials.port,
-        cert_file=credentials.cert_file,
-        key_file=credentials.key_file,
-        client_ca_file=credentials.client_ca_file,
-        client_cert_file=credentials.client_cert_file,
-    )
+    return KubeletEndpointOptions(credentials=control_plane.kubelet_credentials())
 
 
 def _local_ray_options(

@@ -206,6 +206,21 @@ def test_kubectl_exec_in_a_terminal_runs_the_command_on_one_of_the_given_size(he
     assert output.strip().splitlines()[-1] == b"33 111"
 
 
+def test_a_command_whose_kubectl_exec_went_away_is_ended(head: Head, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = f"echo $$ > {pid_file}; exec sleep 300"
+    execing = subprocess.Popen(
+        [*_kubectl(head), "exec", "-n", NAMESPACE, head.pod, "--", "sh", "-c", script]
+    )
+    try:
+        wait_until(pid_file.exists, timeout=30, interval=0.2, what="the command's start")
+        pid = int(pid_file.read_text())
+    finally:
+        execing.kill()
+        execing.wait()
+    wait_until(lambda: not Path(f"/proc/{pid}").exists(), timeout=30, what="the command's end")
+
+
 def test_port_forward_to_the_head_service_takes_a_ray_job(head: Head) -> None:
     service = "svc/logs-exec-head-svc"
     with _port_forward(head, service, 8265) as local_port:

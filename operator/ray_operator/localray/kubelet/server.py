@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ray_operator.localcluster.controlplane import KubeletCredentials
 from ray_operator.localray.kubelet import logs, portforward, remotecommand
 from ray_operator.localray.kubelet.http import (
     MAX_HEAD_BYTES,
@@ -47,14 +48,9 @@ logger = logging.getLogger(__name__)
 class KubeletEndpointOptions:
     """Where the endpoint listens and the certificates it serves and checks with."""
 
-    port: int
-    cert_file: Path
-    """Its serving certificate (for 127.0.0.1, signed by the plane's CA)."""
-    key_file: Path
-    client_ca_file: Path
-    """The CA a client's certificate must be signed by (the plane's)."""
-    client_cert_file: Path
-    """The one client certificate accepted (the API server's kubelet client certificate)."""
+    credentials: KubeletCredentials
+    """Its port, serving certificate and key, the plane's CA and the API server's client
+    certificate (the one accepted)."""
     host: str = "127.0.0.1"
     max_connections: int = 64
     """Connections at once (a port-forward holds one for as long as it runs)."""
@@ -73,10 +69,11 @@ def pinned_certificate(path: Path) -> bytes:
 
 def server_tls(options: KubeletEndpointOptions) -> ssl.SSLContext:
     """TLS that requires a client certificate signed by the plane's CA; HTTP/1.1 only."""
+    credentials = options.credentials
     context = ssl.create_default_context(
-        ssl.Purpose.CLIENT_AUTH, cafile=str(options.client_ca_file)
+        ssl.Purpose.CLIENT_AUTH, cafile=str(credentials.client_ca_file)
     )
-    context.load_cert_chain(str(options.cert_file), str(options.key_file))
+    context.load_cert_chain(str(credentials.cert_file), str(credentials.key_file))
     context.verify_mode = ssl.CERT_REQUIRED
     context.set_alpn_protocols(["http/1.1"])
     return context
@@ -89,14 +86,15 @@ class KubeletEndpoint:
         self._pods = pods
         self._options = options
         self._slots = asyncio.Semaphore(options.max_connections)
-        self._client_certificate = pinned_certificate(options.client_cert_file)
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._client_certificate = pinned_certificate(options.credentials.client_cert_file)
 
     async def run(self) -> NoReturn:
         """Listen until cancelled."""
         server = await asyncio.start_server(
             self._connection,
             self._options.host,
-            self._options.port,
+            self._options.credentials.port,
             ssl=server_tls(self._options),
             limit=MAX_HEAD_BYTES,
             ssl_handshake_timeout=10.0,
@@ -104,13 +102,24 @@ class KubeletEndpoint:
         logger.info(
             "kubelet endpoint of the fake node on https://%s:%d (logs, exec, port-forward)",
             self._options.host,
-            self._options.port,
+            self._options.credentials.port,
         )
-        async with server:
-            await server.serve_forever()
+        try:
+            async with server:
+                await server.serve_forever()
+        finally:
+            # Connections are tasks of the server, not ours: end them (and the commands they
+            # run) before the operator's loop goes.
+            for task in self._connections:
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
         raise AssertionError("serve_forever returned")
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
         try:
             peer = writer.get_extra_info("ssl_object")
             if peer is None or peer.getpeercert(binary_form=True) != self._client_certificate:
@@ -126,7 +135,8 @@ class KubeletEndpoint:
             pass  # the API server hung up
         finally:
             writer.close()
-            with contextlib.suppress(OSError, ConnectionError):
+            # Cancelled here too at shutdown: the connection is closed either way.
+            with contextlib.suppress(OSError, ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
