@@ -38,6 +38,15 @@ pytestmark = pytest.mark.timeout(300)
 NAMESPACE = "kubelet"
 RAY = str(Path(sys.executable).parent / "ray")
 PRINT_ONE = ("--", "python", "-c", "print(1)")
+# kubectl speaks WebSockets, which the API server turns into SPDY toward the kubelet; client-go's
+# SPDY executor (KubeRay's e2e tests use it) reaches the kubelet through the API server as is.
+TRANSPORTS = [
+    pytest.param({}, id="websockets"),
+    pytest.param(
+        {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"},
+        id="spdy",
+    ),
+]
 CLUSTER = """
     apiVersion: ray.io/v1
     kind: RayCluster
@@ -172,8 +181,11 @@ def test_kubectl_exec_runs_ray_init_that_joins_the_pods_own_cluster(head: Head) 
     assert addresses == repr([head.address])
 
 
-def test_kubectl_exec_feeds_stdin_and_exits_with_the_commands_code(head: Head) -> None:
-    result = head.kubectl.run(
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_kubectl_exec_feeds_stdin_and_exits_with_the_commands_code(
+    head: Head, transport: dict[str, str]
+) -> None:
+    command = [
         "exec",
         "-i",
         "-n",
@@ -183,7 +195,15 @@ def test_kubectl_exec_feeds_stdin_and_exits_with_the_commands_code(head: Head) -
         "sh",
         "-c",
         "cat; echo oops >&2; exit 7",
-        input_text="from stdin\n",
+    ]
+    result = subprocess.run(
+        [*_kubectl(head), *command],
+        input="from stdin\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **transport},
+        check=False,
     )
     assert (result.returncode, result.stdout) == (7, "from stdin\n")
     assert result.stderr == "oops\ncommand terminated with exit code 7\n"
@@ -235,8 +255,11 @@ def test_port_forward_to_the_head_service_takes_a_ray_job(head: Head) -> None:
     assert "succeeded" in submitted.stdout
 
 
-def test_port_forward_to_a_port_the_pod_does_not_serve_names_it(head: Head) -> None:
-    forward = _port_forward(head, f"pod/{head.pod}", 9999)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_port_forward_to_a_port_the_pod_does_not_serve_names_it(
+    head: Head, transport: dict[str, str]
+) -> None:
+    forward = _port_forward(head, f"pod/{head.pod}", 9999, env=transport)
     with forward as local_port, socket.create_connection(("127.0.0.1", local_port)) as connection:
         connection.settimeout(10)
         assert connection.recv(100) == b""  # closed: nothing serves Pod port 9999
@@ -286,14 +309,17 @@ class _port_forward:  # noqa: N801 - used as a context manager, like a function
 
     _FORWARDING = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+)")
 
-    def __init__(self, head: Head, target: str, port: int) -> None:
+    def __init__(
+        self, head: Head, target: str, port: int, *, env: dict[str, str] | None = None
+    ) -> None:
+        self._env = {**os.environ, **(env or {})}
         self._command = [*_kubectl(head), "port-forward"]
         self._command += ["-n", NAMESPACE, target, f":{port}"]
 
     def __enter__(self) -> int:
         self._errors = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
-            self._command, stdout=subprocess.PIPE, stderr=self._errors, text=True
+            self._command, stdout=subprocess.PIPE, stderr=self._errors, text=True, env=self._env
         )
         assert self._process.stdout is not None
         line = _read_line_within(self._process.stdout, seconds=30)
