@@ -209,6 +209,13 @@ def test_kubectl_exec_feeds_stdin_and_exits_with_the_commands_code(
     assert result.stderr == "oops\ncommand terminated with exit code 7\n"
 
 
+def test_a_command_that_cannot_start_is_reported_by_name(head: Head) -> None:
+    result = head.kubectl.run("exec", "-n", NAMESPACE, head.pod, "--", "no-such-command", "x")
+    assert result.returncode != 0
+    assert "error executing command in container" in result.stderr
+    assert "no-such-command" in result.stderr
+
+
 def test_kubectl_exec_in_a_terminal_runs_the_command_on_one_of_the_given_size(head: Head) -> None:
     # kubectl asks for a TTY only when its own input is one.
     controller, terminal = pty.openpty()

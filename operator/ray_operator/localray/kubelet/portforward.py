@@ -58,10 +58,11 @@ async def serve_port_forward(
             kind = stream.headers.get("streamtype", "")
             port = _port(stream.headers.get("port", ""))
             first = request_id not in pairs
-            pair = pairs.setdefault(request_id, _Pair(port or 0))
+            pair = pairs.get(request_id) or _Pair(port or 0)
             if port != pair.port or kind not in ("error", "data") or getattr(pair, kind):
                 await stream.reset()
                 continue
+            pairs[request_id] = pair
             setattr(pair, kind, stream)
             if pair.error is not None and pair.data is not None:
                 del pairs[request_id]

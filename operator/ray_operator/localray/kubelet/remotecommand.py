@@ -123,7 +123,9 @@ async def serve_exec(
     try:
         status = await _run(session, streams, options=options, container=container)
     except OSError as error:
-        status = _failure(f"error executing command in container: {error}", reason="InternalError")
+        # Named here: the event loop's error may not carry the file name.
+        reason = f"exec {options.command[0]!r}: {error.strerror or error}"
+        status = _failure(f"error executing command in container: {reason}", reason="InternalError")
     await streams["error"].write(json.dumps(status).encode())
     for stream in streams.values():
         await stream.close()
