@@ -283,8 +283,7 @@ def test_a_pod_without_a_local_process_gets_a_clear_error(head: Head) -> None:
 
 
 def test_only_the_api_servers_certificate_is_served(head: Head) -> None:
-    state = json.loads((head.dev.directory / "state.json").read_text())
-    port, pki = state["ports"]["kubelet"], head.dev.directory / "pki"
+    port, pki = _kubelet_port(head), head.dev.directory / "pki"
     without_certificate = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     path = f"/containerLogs/{NAMESPACE}/{head.pod}/ray-head"
     assert _get(port, without_certificate, path) == b"(refused in the TLS handshake)"
@@ -295,15 +294,32 @@ def test_only_the_api_servers_certificate_is_served(head: Head) -> None:
     assert answer.startswith(b"HTTP/1.1 403")
 
 
+def test_a_request_head_over_its_bound_is_refused(head: Head) -> None:
+    pki = head.dev.directory / "pki"
+    api_server = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    api_server.load_cert_chain(
+        str(pki / "apiserver-kubelet-client.crt"), str(pki / "apiserver-kubelet-client.key")
+    )
+    path = f"/containerLogs/{NAMESPACE}/{head.pod}/ray-head"
+    assert _get(_kubelet_port(head), api_server, path).startswith(b"HTTP/1.1 200")
+    huge_header = "X-Filler: " + "y" * (32 << 10)
+    answer = _get(_kubelet_port(head), api_server, path, header=huge_header)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+
+
+def _kubelet_port(head: Head) -> int:
+    return int(json.loads((head.dev.directory / "state.json").read_text())["ports"]["kubelet"])
+
+
 def _kubectl(head: Head) -> list[str]:
     return ["kubectl", "--kubeconfig", str(head.kubectl.kubeconfig)]
 
 
-def _get(port: int, context: ssl.SSLContext, path: str) -> bytes:
+def _get(port: int, context: ssl.SSLContext, path: str, *, header: str = "Host: x") -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         try:
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-                tls.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                tls.sendall(f"GET {path} HTTP/1.1\r\n{header}\r\n\r\n".encode())
                 # TLS 1.3: the server's verdict on our certificate arrives after our handshake.
                 answer = tls.recv(4096)
         except (ssl.SSLError, ConnectionError):
