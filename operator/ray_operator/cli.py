@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ray_operator.dashboard.resolver import DashboardResolver
     from ray_operator.localcluster.controlplane import LocalControlPlane
     from ray_operator.localray.agent import LocalRayOptions, LocalRayRegistry
+    from ray_operator.localray.kubelet.server import KubeletEndpointOptions
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
     from ray_operator.webhooks import WebhookOptions
@@ -145,7 +146,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) -> int:
+def _run(
+    args: argparse.Namespace,
+    *,
+    local_ray: LocalRayOptions | None = None,
+    kubelet: KubeletEndpointOptions | None = None,
+) -> int:
     from ray_operator.app import run
     from ray_operator.settings import settings_from_args
     from ray_operator.webhooks import webhook_options_from_args
@@ -165,7 +171,13 @@ def _run(args: argparse.Namespace, *, local_ray: LocalRayOptions | None = None) 
 
         # Shared by the agent and the controllers (see LocalRayRegistry).
         registry = LocalRayRegistry(CreatedObjects(local_ray.directory / "created.json"))
-        components.append(local_ray_component(registry=registry, options=local_ray))
+        agent = local_ray_component(registry=registry, options=local_ray)
+        if kubelet is not None:
+            from ray_operator.localray.kubelet.component import with_kubelet_endpoint
+
+            components.append(with_kubelet_endpoint(agent, kubelet))
+        else:
+            components.append(agent)
     return run(
         settings,
         controllers=controllers_for(settings, local_ray=registry),
@@ -293,11 +305,23 @@ def _dev(args: argparse.Namespace) -> int:
                 "    kubectl get rayclusters.cluster.ray.io\n",
                 flush=True,
             )
-        return _run(args, local_ray=_local_ray_options(args, control_plane))
+        local_ray = _local_ray_options(args, control_plane)
+        kubelet = None
+        if local_ray is not None and control_plane is not None:
+            kubelet = _kubelet_endpoint_options(control_plane)
+        return _run(args, local_ray=local_ray, kubelet=kubelet)
     finally:
         if control_plane is not None:
             print("Stopping the embedded control plane ...", flush=True)
             control_plane.stop()
+
+
+def _kubelet_endpoint_options(control_plane: LocalControlPlane) -> KubeletEndpointOptions:
+    """The fake node's kubelet endpoint (`kubectl logs`, `exec`, `port-forward` of local Pods),
+    only ever for the plane this process started."""
+    from ray_operator.localray.kubelet.server import KubeletEndpointOptions
+
+    return KubeletEndpointOptions(credentials=control_plane.kubelet_credentials())
 
 
 def _local_ray_options(

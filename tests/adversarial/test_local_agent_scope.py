@@ -18,6 +18,7 @@ exits at once: no real Ray is started).
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -175,6 +176,10 @@ def test_local_ray_against_another_cluster_warns_what_it_runs(
     log = dev.log_tail(200)
     assert f"WARNING: --local-ray against the cluster of {control_plane.kubeconfig}" in log, log
     assert f"bound to node {FAKE_NODE_NAME} run as processes on this machine, as your user" in log
+    # No kubelet endpoint for a plane dev did not start: its node's port stays unanswered.
+    assert "kubelet endpoint" not in log, log
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", control_plane.ports.kubelet), timeout=5).close()
 
 
 def test_with_local_ray_a_tenants_pod_on_the_node_never_becomes_a_process(

@@ -47,6 +47,16 @@ def test_created_pod_is_scheduled_and_becomes_running_and_ready(
     assert pod["status"]["podIP"].startswith("10.244.")
 
 
+def test_the_fake_node_sends_the_api_server_to_the_planes_kubelet_port(
+    control_plane: LocalControlPlane, kubectl: Kubectl
+) -> None:
+    node = json.loads(kubectl("get", "node", "kwok-node-0", "-o", "json"))
+    # KWOK writes both at start-up and keeps them in its heartbeats.
+    endpoint = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    assert endpoint == control_plane.kubelet_credentials().port != 0
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+
+
 def test_deleted_pod_goes_away_without_a_kubelet(kubectl: Kubectl, namespace: str) -> None:
     kubectl("apply", "-n", namespace, "-f", "-", input_text=POD)
     kubectl("wait", "-n", namespace, "--for=condition=Ready", "pod/hello", "--timeout=60s")

@@ -100,6 +100,22 @@ class Ports:
     kwok: int
     # Default for a state.json written before the controller-manager joined.
     controller_manager: int = 0
+    # The fake node's kubelet endpoint (served by `ray-operator dev`'s local Ray, if it runs).
+    kubelet: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeletCredentials:
+    """The fake node's kubelet endpoint: the API server dials `port`, verifies the serving
+    certificate against the plane's CA and shows `client_cert_file`, the one client certificate
+    the endpoint accepts (other certificates of the same CA are users', who must go through the
+    API server's authorisation)."""
+
+    port: int
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path
+    client_cert_file: Path
 
 
 @dataclasses.dataclass
@@ -172,6 +188,17 @@ class LocalControlPlane:
         """(CA, client certificate, client key) files of the admin identity, for local
         processes that speak to the API server themselves (Ray's autoscaler)."""
         return self._pki_dir / "ca.crt", self._pki_dir / "admin.crt", self._pki_dir / "admin.key"
+
+    def kubelet_credentials(self) -> KubeletCredentials:
+        """Where the fake node's kubelet endpoint listens and its TLS files."""
+        pki_dir = self._pki_dir
+        return KubeletCredentials(
+            port=self.ports.kubelet,
+            cert_file=pki_dir / "kubelet.crt",
+            key_file=pki_dir / "kubelet.key",
+            client_ca_file=pki_dir / "ca.crt",
+            client_cert_file=pki_dir / "apiserver-kubelet-client.crt",
+        )
 
     def log_file(self, component: str) -> Path:
         return self.directory / "logs" / f"{component}.log"
@@ -339,6 +366,11 @@ class LocalControlPlane:
             f"--tls-cert-file={pki_dir / 'apiserver.crt'}",
             f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
             f"--client-ca-file={pki_dir / 'ca.crt'}",
+            # `kubectl logs`, `exec` and `port-forward` go through the fake node's kubelet
+            # endpoint (kubelet_credentials): mutual TLS under the plane's CA.
+            f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={pki_dir / 'ca.crt'}",
             f"--service-account-key-file={pki_dir / 'sa.pub'}",
             f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
             f"--service-account-issuer=https://127.0.0.1:{ports.apiserver}",
@@ -405,6 +437,9 @@ class LocalControlPlane:
             f"--cidr={POD_CIDR}",
             "--node-ip=127.0.0.1",
             f"--server-address=127.0.0.1:{self.ports.kwok}",
+            # The kubelet port the fake node advertises (status.daemonEndpoints); KWOK itself
+            # serves on --server-address, so only our kubelet endpoint listens here.
+            f"--node-port={self.ports.kubelet}",
         ]
         if self._submitters_run_locally:
             command.append(f"--config={KWOK_POD_STAGES_LEAVING_RAY_JOB_SUBMITTERS}")
@@ -474,6 +509,18 @@ class LocalControlPlane:
             valid_for=CERT_VALIDITY,
             client=True,
         )
+        kubelet = pki.issue_certificate(
+            ca,
+            FAKE_NODE_NAME,
+            valid_for=CERT_VALIDITY,
+            server=True,
+            dns_names=["localhost", FAKE_NODE_NAME],
+            ip_addresses=["127.0.0.1"],
+        )
+        # No groups: it only ever authenticates the API server to the kubelet endpoint.
+        kubelet_client = pki.issue_certificate(
+            ca, "kube-apiserver-kubelet-client", valid_for=CERT_VALIDITY, client=True
+        )
         service_account_key = pki.new_private_key_pem()
         files = {
             "ca.crt": ca.cert_pem,
@@ -482,6 +529,10 @@ class LocalControlPlane:
             "apiserver.key": serving.key_pem,
             "admin.crt": admin.cert_pem,
             "admin.key": admin.key_pem,
+            "kubelet.crt": kubelet.cert_pem,
+            "kubelet.key": kubelet.key_pem,
+            "apiserver-kubelet-client.crt": kubelet_client.cert_pem,
+            "apiserver-kubelet-client.key": kubelet_client.key_pem,
             "sa.key": service_account_key,
             "sa.pub": pki.public_key_pem(service_account_key),
         }

@@ -71,6 +71,7 @@ from ray_operator.localray.scope import (
     controller_of_kind,
     runs_the_template_of,
 )
+from ray_operator.localray.views import LocalContainer
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
@@ -786,6 +787,46 @@ class LocalRayAgent:
         with contextlib.suppress(KubeError):
             await self._events.record(pod, reason=reason, message=message, type=type)
 
+    # -- LocalPods: what the kubelet endpoint reads (a stand-in until Pods get namespaces) -------
+
+    def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
+        """The Pod's Ray container (the only one run locally), as its process sees itself."""
+        running = self._running_pod(namespace, pod)
+        if running is None:
+            return None
+        metadata = running.pod["metadata"]
+        containers = running.pod.get("spec", {}).get("containers") or []
+        name = containers[0]["name"] if containers else ""
+        if container not in (None, name):
+            return None
+        env = dict(running.process.env)
+        if running.ports is not None and running.ports.gcs:
+            env["RAY_ADDRESS"] = f"{running.address}:{running.ports.gcs}"  # `ray.init()` finds it
+        return LocalContainer(
+            namespace=namespace,
+            pod=pod,
+            pod_uid=str(metadata["uid"]),
+            container=name,
+            log_path=running.process.log_path,
+            env=env,
+            working_dir=str(running.files),
+            ports=_pod_ports(running),
+            running=running.process.returncode is None,
+        )
+
+    def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
+        running = self._running_pod(namespace, pod)
+        if running is None or running.process.returncode is not None:
+            return None
+        return _pod_ports(running).get(port)
+
+    def _running_pod(self, namespace: str, pod: str) -> _Running | None:
+        for running in self._running.values():
+            metadata = running.pod["metadata"]
+            if metadata.get("namespace") == namespace and metadata.get("name") == pod:
+                return running
+        return None
+
     def _pod_directory(self, pod: Pod) -> Path:
         return self._options.directory / "pods" / str(pod["metadata"]["uid"])
 
@@ -859,6 +900,39 @@ async def _answers_ok(host: str, port: int, path: str) -> bool:
         with contextlib.suppress(OSError):
             await writer.wait_closed()
     return status_line.split(b" ")[1:2] == [b"200"]
+
+
+def _pod_ports(running: _Running) -> dict[int, tuple[str, int]]:
+    """The Pod's Ray ports (its container's `containerPort`s, by KubeRay's names, else Ray's
+    default numbers) → where the local node listens on them."""
+    ports, address = running.ports, running.address
+    if ports is None:
+        return {}
+    local = {
+        "gcs-server": ports.gcs,
+        "dashboard": ports.dashboard,
+        "client": ports.client_server,
+        "metrics": ports.metrics_export,
+        "serve": SERVE_PROXY_PORT if ports.gcs else ports.serve_worker_proxy,
+    }
+    defaults = {
+        names.GCS_PORT: "gcs-server",
+        names.DASHBOARD_PORT: "dashboard",
+        names.CLIENT_PORT: "client",
+        8080: "metrics",
+        SERVE_PROXY_PORT: "serve",
+    }
+    containers = running.pod.get("spec", {}).get("containers") or []
+    declared = {
+        int(item["containerPort"]): str(item.get("name", ""))
+        for item in (containers[0].get("ports") or [] if containers else [])
+    }
+    found: dict[int, tuple[str, int]] = {}
+    for pod_port, name in {**defaults, **declared}.items():
+        local_port = local.get(name) or local.get(defaults.get(pod_port, ""))
+        if local_port:
+            found[pod_port] = (address, local_port)
+    return found
 
 
 def _write_files(directory: Path, files: Mapping[str, str]) -> None:

@@ -51,6 +51,11 @@ class LocalProcess:
         return None if self._process is None else self._process.pid
 
     @property
+    def env(self) -> Mapping[str, str]:
+        """The environment the process was started with."""
+        return self._env
+
+    @property
     def returncode(self) -> int | None:
         return None if self._process is None else self._process.returncode
 

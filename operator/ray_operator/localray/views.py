@@ -32,13 +32,17 @@ class LocalContainer:
     paths); a command run "in the Pod" joins them. None: the Pod has no namespaces of its own."""
     ports: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     """Pod port (the `containerPort` a client names) → the address and port it listens on here."""
+    running: bool = True
+    """Whether its process still runs (False: it ended, its log stays readable, e.g. a RayJob
+    submitter's); `kubectl logs -f` stops following then, and exec and port-forward refuse."""
 
 
 class LocalPods(Protocol):
     """Lookup of the containers the agent runs now."""
 
     def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
-        """The named container (None: the Pod's first), or None when it runs no local process."""
+        """The named container (None: the Pod's first), or None when the Pod has no local process
+        (started, running or ended)."""
         ...
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
