@@ -21,6 +21,7 @@ from ray_operator.localray.redis_plan import (
     redis_address,
     redis_config_text,
     redis_credentials,
+    without_credentials,
 )
 
 
@@ -237,3 +238,8 @@ def test_each_redis_pod_gets_its_own_loopback_address() -> None:
     assert first != second
     assert first.startswith("127.")
     assert first != "127.0.0.1"
+
+
+def test_an_address_is_shown_without_the_password_of_its_uri() -> None:
+    assert without_credentials("redis://user:s3cret@redis:6379/0") == "redis://redis:6379/0"
+    assert without_credentials("redis:6379") == "redis:6379"

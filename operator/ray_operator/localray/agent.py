@@ -68,6 +68,7 @@ from ray_operator.localray.plan import (
     rewrite_paths,
     shape_summary,
 )
+from ray_operator.localray.probing import first_answer_line
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
 from ray_operator.localray.redis import HeadRedis, LocalRedisServers
 from ray_operator.localray.scope import (
@@ -881,19 +882,8 @@ async def _accepts(host: str, port: int) -> bool:
 
 async def _answers_ok(host: str, port: int, path: str) -> bool:
     """Whether `GET path` on `host:port` answers 200 within a second."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
-        status_line = await asyncio.wait_for(reader.readline(), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+    request = f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
+    status_line = await first_answer_line(host, port, request)
     return status_line.split(b" ")[1:2] == [b"200"]
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import logging
 import os
 import shutil
@@ -33,12 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray_operator.localray.plan import UnplannablePodError
+from ray_operator.localray.probing import first_answer_line
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
 from ray_operator.localray.redis_plan import (
     ALLOWED_DIRECTIVES,
     RAY_REDIS_ADDRESS_ENV,
     LocalRedis,
     RedisPodPlan,
+    RedisSettings,
     credential_secrets,
     listen_port,
     local_redis_address,
@@ -48,6 +49,7 @@ from ray_operator.localray.redis_plan import (
     redis_address,
     redis_config_text,
     redis_credentials,
+    without_credentials,
 )
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError, NotFound
@@ -144,6 +146,13 @@ class LocalRedisServers:
         value = env.get(RAY_REDIS_ADDRESS_ENV)
         if not value:
             return HeadRedis()
+        local = await self._local_address(pod, value)
+        flags = None if local is None else await self._credential_flags(pod)
+        if local is None or flags is None:
+            return None
+        return HeadRedis(env={RAY_REDIS_ADDRESS_ENV: local}, flags=flags)
+
+    async def _local_address(self, pod: Pod, value: str) -> str | None:
         namespace = pod["metadata"]["namespace"]
         services = (await self._client.list(SERVICE, namespace=namespace)).items
         local = local_redis_address(value, services, self.ready())
@@ -151,10 +160,17 @@ class LocalRedisServers:
             await self._tell(
                 pod,
                 "LocalRedisWaiting",
-                f"the head waits for its Redis {value[:100]!r}: no local Redis serves that "
-                "Service yet (a Pod of the redis image running redis-server, selected by it)",
+                f"the head waits for its Redis {without_credentials(value)[:100]!r}: no local "
+                "Redis serves that Service yet (a Pod of the redis image running redis-server, "
+                "selected by it)",
             )
             return None
+        return local
+
+    async def _credential_flags(self, pod: Pod) -> tuple[str, ...] | None:
+        """`--redis-password=...` (and username) for the head's `ray start`, as its shell would
+        have expanded them from its env and Secrets."""
+        namespace = pod["metadata"]["namespace"]
         containers = pod.get("spec", {}).get("containers") or ()
         container: Mapping[str, Any] = dict(containers[0]) if containers else {}
         secrets: dict[str, Mapping[str, str]] = {}
@@ -170,13 +186,14 @@ class LocalRedisServers:
         except UnplannablePodError as error:
             await self._tell(pod, "LocalRedisWaiting", f"Redis credentials: {error}")
             return None
-        flags = tuple(f"--{flag}={credentials[flag]}" for flag in sorted(credentials))
-        return HeadRedis(env={RAY_REDIS_ADDRESS_ENV: local}, flags=flags)
+        return tuple(f"--{flag}={credentials[flag]}" for flag in sorted(credentials))
 
     async def stop_all(self) -> None:
         await asyncio.gather(*(self._stop(uid) for uid in list(self._servers)))
 
     async def _start(self, pod: Pod, plan: RedisPodPlan) -> None:
+        """Start the Pod's Redis, unless a cap, a missing `redis-server` or its config says no
+        (each told once on the Pod)."""
         if len(self._servers) >= self._max_servers:
             await self._tell(
                 pod,
@@ -193,14 +210,20 @@ class LocalRedisServers:
                 "redis-server, or brew install redis)",
             )
             return
+        settings = await self._settings(pod, plan)
+        if settings is not None:
+            await self._launch(pod, plan, settings, program=program)
+
+    async def _settings(self, pod: Pod, plan: RedisPodPlan) -> RedisSettings | None:
+        """What the agent takes of the Pod's config; None (told) when it cannot be read."""
         config = await self._config_text(pod, plan)
         if config is None:
-            return
+            return None
         try:
             settings = parse_redis_config(config, plan.options)
         except UnplannablePodError as error:
             await self._tell(pod, "LocalRedisNotRun", f"no local Redis: {error}")
-            return
+            return None
         if settings.ignored:
             logger.debug(
                 "%s/%s: Redis directives the agent does not take: %s",
@@ -208,6 +231,11 @@ class LocalRedisServers:
                 plan.pod,
                 ", ".join(settings.ignored),
             )
+        return settings
+
+    async def _launch(
+        self, pod: Pod, plan: RedisPodPlan, settings: RedisSettings, *, program: str
+    ) -> None:
         address, port = redis_address(plan.uid), listen_port(plan, settings)
         files = self._directory / plan.uid
         text = redis_config_text(
@@ -311,17 +339,5 @@ def _write_config(files: Path, text: str) -> None:
 
 async def _answers_ping(host: str, port: int) -> bool:
     """Whether Redis answers an inline PING (with PONG, or NOAUTH when it wants a password)."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        writer.write(b"PING\r\n")
-        answer = await asyncio.wait_for(reader.readline(), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+    answer = await first_answer_line(host, port, b"PING\r\n")
     return answer.startswith((b"+PONG", b"-NOAUTH"))

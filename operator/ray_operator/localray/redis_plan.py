@@ -455,6 +455,11 @@ def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return all(labels.get(str(key)) == str(value) for key, value in selector.items())
 
 
+def without_credentials(value: str) -> str:
+    """A Redis address as it may be shown: a URI's `user:password@` left out."""
+    return re.sub(r"://[^/@,]*@", "://", value)
+
+
 def names_a_service(value: str, namespace: str) -> bool:
     """Whether a `RAY_REDIS_ADDRESS` names a Service of `namespace` by any of its DNS names (the
     head then waits for the local Redis behind it rather than start against nothing)."""
