@@ -13,12 +13,18 @@ from ray_operator.runtime.client import REQUEST_CONNECTIONS, load_api_client
 from ray_operator.runtime.errors import (
     AlreadyExists,
     Conflict,
+    Forbidden,
     Invalid,
+    NamespaceTerminating,
     NotFound,
     NotLeader,
     TransportError,
+    error_from_status,
 )
 from ray_operator.runtime.events import EventRecorder
+from ray_operator.runtime.kinds import CONFIG_MAP
+
+from tests.conftest import Kubectl
 
 
 def pod_manifest(name: str, namespace: str) -> dict[str, Any]:
@@ -95,6 +101,27 @@ async def test_an_invalid_object_raises_invalid_naming_the_field(
         await client.create(POD, pod_manifest("Not_A_Valid_Name", namespace))
     assert raised.value.status == 422
     assert any(cause.get("field") == "metadata.name" for cause in raised.value.causes)
+
+
+async def test_a_create_in_a_terminating_namespace_raises_namespace_terminating(
+    client: KubeClient, kubectl: Kubectl, namespace: str
+) -> None:
+    held = {"metadata": {"name": "held", "finalizers": ["test.ray.io/hold"]}}
+    await client.create(CONFIG_MAP, held, namespace=namespace)  # holds the namespace Terminating
+    kubectl("delete", "namespace", namespace, "--wait=false")
+    try:
+        with pytest.raises(NamespaceTerminating, match="because it is being terminated"):
+            await client.create(CONFIG_MAP, {"metadata": {"name": "new"}}, namespace=namespace)
+    finally:
+        patch = {"metadata": {"finalizers": None}}
+        await client.patch(CONFIG_MAP, "held", patch, namespace=namespace)
+
+
+def test_a_forbidden_without_the_namespace_terminating_cause_stays_plain_forbidden() -> None:
+    rbac = {"reason": "Forbidden", "message": "configmaps is forbidden: User cannot create"}
+    assert type(error_from_status(403, rbac, what="create")) is Forbidden
+    other_cause = {**rbac, "details": {"causes": [{"reason": "FieldValueForbidden"}]}}
+    assert type(error_from_status(403, other_cause, what="create")) is Forbidden
 
 
 async def test_merge_strategic_apply_and_status_patches(client: KubeClient, namespace: str) -> None:

@@ -29,7 +29,10 @@ while the operator is down: its orphans are found again through their `ray.io/cl
 The same goes for its Ingress, its NetworkPolicies, its owned GCS storage PVC and its Redis
 cleanup Job. A cluster with GCS fault tolerance on Redis carries KubeRay's
 `REDIS_CLEANUP_FINALIZER`: on delete its Pods go first, then the cleanup Job runs, then the
-finalizer goes (`finish_deletion`).
+finalizer goes (`finish_deletion`). In a namespace being deleted the Job can never be created
+(the API server refuses anything new there): the finalizer goes at once and the cluster's keys
+stay in Redis, rather than holding the namespace in Terminating until the deletion timeout
+(KubeRay's #3388).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from ray_operator.builders.auth import (
 )
 from ray_operator.builders.fault_tolerance import (
     build_gcs_storage_pvc,
+    external_storage_namespace,
     gcs_storage_claim_name,
     gcs_storage_pvc_adoption_patch,
     gcs_storage_pvc_drift,
@@ -121,6 +125,7 @@ from ray_operator.runtime.errors import (
     Conflict,
     Invalid,
     KubeError,
+    NamespaceTerminating,
     NotFound,
     ServerError,
     TransportError,
@@ -732,7 +737,11 @@ class RayClusterController:
             return Result()
         job = next((j for j in self.observed(JOB, key, cluster) if is_redis_cleanup_job(j)), None)
         if job is None:
-            await self.create_redis_cleanup_job(key, cluster)
+            try:
+                await self.create_redis_cleanup_job(key, cluster)
+            except NamespaceTerminating:
+                await self.give_up_redis_cleanup_in_terminating_namespace(key, cluster)
+                return Result()
             return Result(requeue_after=left)
         outcome = job_outcome(job)
         if outcome is None:
@@ -762,6 +771,8 @@ class RayClusterController:
             created = await self._client.create(JOB, job, namespace=key.namespace)
         except AlreadyExists:
             return  # Not cached yet (or not labelled as ours to find): looked at again soon.
+        except NamespaceTerminating:
+            raise  # No Event: nothing new, Events included, may be written there any more.
         except ApiError as error:
             await self._events.record(
                 cluster,
@@ -774,6 +785,22 @@ class RayClusterController:
         logger.info("%s: created Redis cleanup Job %s", key, name)
         await self._events.record(
             cluster, reason="CreatedRedisCleanupJob", message=f"Created Redis cleanup Job {name}"
+        )
+
+    async def give_up_redis_cleanup_in_terminating_namespace(
+        self, key: ObjectKey, cluster: RayCluster
+    ) -> None:
+        """The namespace is being deleted, so the cleanup Job can never be created: remove the
+        finalizer now, not after the deletion timeout, and say so in the log (an Event cannot be
+        written there either). The cluster's keys stay in Redis."""
+        await remove_finalizer(self._client, RAY_CLUSTER, cluster, REDIS_CLEANUP_FINALIZER)
+        logger.warning(
+            "%s: namespace %s is being deleted, so no Redis cleanup Job can run there; removed "
+            "%s: the cluster's keys stay in Redis (storage namespace %r), delete them by hand",
+            key,
+            key.namespace,
+            REDIS_CLEANUP_FINALIZER,
+            external_storage_namespace(cluster),
         )
 
     async def force_remove_redis_cleanup_finalizer(self, cluster: RayCluster) -> None:

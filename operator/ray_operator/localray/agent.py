@@ -15,7 +15,10 @@ process, whatever its labels and owner references say:
 - a RayJob submitter Pod (K8sJobMode) of a Job the operator created, holding that Job's
   template: its command, pointed at the local dashboard; when it ends
   the agent writes the Pod's terminal phase, which KWOK leaves to it (see
-  `LocalControlPlane(ray_job_submitters_run_locally=True)`).
+  `LocalControlPlane(ray_job_submitters_run_locally=True)`);
+- a Pod of the Redis image running `redis-server` (the GCS fault-tolerance samples' Redis,
+  whoever created it): this machine's `redis-server` with the agent's own config (`redis.py`
+  says why that is safe), and a head whose Redis address names its Service is pointed at it.
 
 A Ray node's Pod turns Ready when its node serves (a worker: once the GCS counts its raylet
 alive), as a kubelet's readiness probe would make it.
@@ -65,7 +68,9 @@ from ray_operator.localray.plan import (
     rewrite_paths,
     shape_summary,
 )
+from ray_operator.localray.probing import first_answer_line
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
+from ray_operator.localray.redis import HeadRedis, LocalRedisServers
 from ray_operator.localray.scope import (
     CreatedObjects,
     controller_of_kind,
@@ -222,6 +227,15 @@ class LocalRayAgent:
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
         self._base_env = environment
+        self._redis = LocalRedisServers(
+            client=client,
+            tell=self._tell_once,
+            record=self._record,
+            directory=options.directory / "redis",
+            log_path=self._log_path,
+            records=self._records,
+            path=environment["PATH"],
+        )
 
     async def run(self) -> NoReturn:
         """Poll the fake node's Pods until cancelled; then stop every process."""
@@ -274,6 +288,7 @@ class LocalRayAgent:
         }
         # Concurrently: each stop may wait out a grace period.
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
+        await self._redis.sync(pods)  # before the heads, which may wait for their Redis
         await self._check_heads()
         await self._mark_ready()
         await self._report_ended()
@@ -309,6 +324,7 @@ class LocalRayAgent:
         heads = {uid for uid, running in self._running.items() if _is_head(running)}
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in heads))
         await asyncio.gather(*(self._stop(uid) for uid in heads))
+        await self._redis.stop_all()
 
     # -- heads and workers ----------------------------------------------------------------------
 
@@ -319,14 +335,19 @@ class LocalRayAgent:
         cluster = self._cluster_of(pod)
         if cluster is None or not await self._created_for(pod, cluster):
             return
-        if not await self._has_room(pod, new_cluster=True):
+        if not await self._has_room(pod, head_of=str(cluster["metadata"].get("uid", ""))):
             return
         plan = await self._plan_node(pod, cluster)
         if plan is None:
             return
+        redis = await self._redis.for_head(pod, plan.env)
+        if redis is None:
+            return
         address = cluster_address(plan.cluster_uid)
         ports = _pick_ports(head=True)
-        running = await self._start_node(pod, plan, ports=ports, address=address, gcs=None)
+        running = await self._start_node(
+            pod, plan, ports=ports, address=address, gcs=None, redis=redis
+        )
         running.head_uid = uid
         self._registry.put(
             plan.namespace,
@@ -356,7 +377,7 @@ class LocalRayAgent:
         cluster = self._cluster_of(pod)
         if cluster is None or not await self._created_for(pod, cluster):
             return
-        if not await self._has_room(pod, new_cluster=False):
+        if not await self._has_room(pod, head_of=None):
             return
         plan = await self._plan_node(pod, cluster)
         if plan is None:
@@ -392,7 +413,14 @@ class LocalRayAgent:
         return plan
 
     async def _start_node(
-        self, pod: Pod, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
+        self,
+        pod: Pod,
+        plan: NodePlan,
+        *,
+        ports: NodePorts,
+        address: str,
+        gcs: str | None,
+        redis: HeadRedis | None = None,
     ) -> _Running:
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
         others = [
@@ -414,6 +442,7 @@ class LocalRayAgent:
         local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
         env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
         env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
+        env.update(redis.env if redis else {})
         # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
         temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
         argv = ray_start_argv(
@@ -424,6 +453,7 @@ class LocalRayAgent:
             temp_dir=str(temp_dir),
             gcs_address=gcs,
         )
+        argv += redis.flags if redis else ()
         process = LocalProcess(
             argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
         )
@@ -724,10 +754,17 @@ class LocalRayAgent:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    async def _has_room(self, pod: Pod, *, new_cluster: bool) -> bool:
+    async def _has_room(self, pod: Pod, *, head_of: str | None) -> bool:
+        """Whether the caps leave room for this Pod's node; `head_of`: the cluster uid of a head.
+        A new head of a cluster whose workers still run (a GCS fault-tolerance restart) is no
+        new cluster."""
         nodes = [r.plan for r in self._running.values() if r.plan is not None]
         clusters = {plan.cluster_uid for plan in nodes}
-        if new_cluster and len(clusters) >= self._options.max_clusters:
+        if (
+            head_of is not None
+            and head_of not in clusters
+            and len(clusters) >= self._options.max_clusters
+        ):
             flag, cap, what = "--local-ray-max-clusters", self._options.max_clusters, "clusters"
         elif len(nodes) >= self._options.max_nodes:
             flag, cap, what = "--local-ray-max-nodes", self._options.max_nodes, "nodes"
@@ -886,19 +923,8 @@ async def _accepts(host: str, port: int) -> bool:
 
 async def _answers_ok(host: str, port: int, path: str) -> bool:
     """Whether `GET path` on `host:port` answers 200 within a second."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        writer.write(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
-        status_line = await asyncio.wait_for(reader.readline(), timeout=1.0)
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+    request = f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
+    status_line = await first_answer_line(host, port, request)
     return status_line.split(b" ")[1:2] == [b"200"]
 
 

@@ -14,7 +14,9 @@ the developer. Two rules keep that to the developer's own work:
   API server assigned (which no one else can choose) and the controller owner's uid. Pods are
   immutable where the agent reads them (containers, env, volumes), so a Pod created by the
   operator still holds what the operator wrote. A Pod anyone else creates with that node name,
-  labels and owner references is left alone, whatever it claims.
+  labels and owner references is left alone, whatever it claims. (A Redis Pod of the GCS
+  fault-tolerance samples gets this machine's `redis-server` with the agent's own config, whoever
+  created it: none of its commands runs; `redis.py` says why that is safe.)
 
 The record is kept in a file beside the agent's other state, so a restarted `make run` (whose
 control plane keeps its etcd data) runs the Pods the operator created before. Entries of objects

@@ -8,6 +8,8 @@ mostly let them propagate: only the worker loop decides on requeue and backoff.
     │   ├── BadRequest              400
     │   ├── Unauthorized            401
     │   ├── Forbidden               403
+    │   │   └── NamespaceTerminating  403 with the `NamespaceTerminating` cause: a create in a
+    │   │                               namespace being deleted (never allowed again there)
     │   ├── NotFound                404
     │   ├── Conflict                409 (stale resourceVersion: re-read from the cache and retry)
     │   │   └── AlreadyExists       409, reason AlreadyExists (create of an existing name)
@@ -66,6 +68,17 @@ class Unauthorized(ApiError):  # noqa: N818
 
 class Forbidden(ApiError):  # noqa: N818
     """403: RBAC (or an admission plugin) denied the request."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403 from the API server's NamespaceLifecycle admission: nothing new may be created in a
+    namespace being deleted ("unable to create new content in namespace X because it is being
+    terminated"). Told apart from RBAC's 403 by the `NamespaceTerminating` cause it carries."""
+
+
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+"""The cause of that refusal (`v1.NamespaceTerminatingCause`); a `StatusCause`'s type is
+serialised as its `reason`."""
 
 
 class NotFound(ApiError):  # noqa: N818
@@ -136,6 +149,10 @@ def error_from_status(status: int, body: Mapping[str, Any] | None, *, what: str)
     causes = tuple(details.get("causes") or ()) if isinstance(details, Mapping) else ()
     if status == 409 and reason == "AlreadyExists":
         error_type: type[ApiError] = AlreadyExists
+    elif (
+        status == 403 and reason == "Forbidden" and _has_cause(causes, NAMESPACE_TERMINATING_CAUSE)
+    ):
+        error_type = NamespaceTerminating
     elif status in _BY_STATUS:
         error_type = _BY_STATUS[status]
     elif status >= 500:
@@ -145,3 +162,7 @@ def error_from_status(status: int, body: Mapping[str, Any] | None, *, what: str)
     return error_type(
         f"{what}: {message}", status=status, reason=reason or str(status), causes=causes
     )
+
+
+def _has_cause(causes: tuple[Mapping[str, Any], ...], cause_type: str) -> bool:
+    return any(isinstance(cause, Mapping) and cause.get("reason") == cause_type for cause in causes)
