@@ -78,6 +78,54 @@ NOT_RUN: tuple[Reviewed, ...] = (
     ),
 )
 
-EXPECTED_FAILING: tuple[Reviewed, ...] = ()
+_REDIS_SAMPLES = (
+    "ray-cluster.deprecate-gcs-ft.yaml",
+    "ray-cluster.persistent-redis.yaml",
+    "ray-cluster.external-redis-uri.yaml",
+    "ray-cluster.external-redis.yaml",
+)
+_JOB_SAMPLES_READING_A_MOUNTED_SCRIPT = (
+    "ray-job.custom-head-svc.yaml",
+    "ray-job.resources.yaml",
+    "ray-job.sample.yaml",
+    "ray-job.shutdown.yaml",
+)
+
+EXPECTED_FAILING: tuple[Reviewed, ...] = (
+    # sampleyaml: the Redis samples, then every other RayCluster sample (its last step runs
+    # `python -c "import ray; ray.init()"` in each Pod through kubectl exec).
+    *(
+        Reviewed("sampleyaml", exactly("TestRayCluster", sample), NEEDS_REDIS)
+        for sample in _REDIS_SAMPLES
+    ),
+    Reviewed("sampleyaml", exactly("TestRayCluster"), NEEDS_KUBELET),
+    *(
+        Reviewed("sampleyaml", exactly("TestRayJob", sample), NEEDS_LOCAL_VOLUMES)
+        for sample in _JOB_SAMPLES_READING_A_MOUNTED_SCRIPT
+    ),
+    Reviewed(
+        "sampleyaml", exactly("TestRayService", "ray-service.high-availability.yaml"), NEEDS_REDIS
+    ),
+    # Every RayService sample ends by port-forwarding to the head's dashboard.
+    Reviewed("sampleyaml", exactly("TestRayService"), NEEDS_KUBELET),
+    # e2e: the GCS fault-tolerance tests deploy a Redis Pod of their own.
+    Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NEEDS_REDIS),
+    Reviewed("e2e", exactly("TestGcsFaultToleranceOptions"), NEEDS_REDIS),
+    Reviewed("e2e", exactly("TestGcsFaultToleranceAnnotations"), NEEDS_REDIS),
+    # e2erayservice: these port-forward to the dashboard or Serve, or exec into a Pod.
+    *(
+        Reviewed("e2erayservice", exactly(test), NEEDS_KUBELET)
+        for test in (
+            "TestStaticRayService",
+            "TestAutoscalingRayService",
+            "TestRayServiceZeroDowntimeUpgrade",
+            "TestRayServiceGCSFaultTolerance",
+            "TestRayServiceInPlaceUpdate",
+            "TestUpdateServeConfigAndRayClusterSpec",
+            "TestUpdateServeConfigAndRayClusterSpecWithUpgradeDisabled",
+            "TestRedeployRayServe",
+        )
+    ),
+)
 
 REVIEWED: tuple[Reviewed, ...] = NOT_RUN + EXPECTED_FAILING
