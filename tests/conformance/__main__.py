@@ -71,12 +71,14 @@ def run_suites(
     kuberay_output = out / "kuberay-output"
     kuberay_output.mkdir(parents=True, exist_ok=True)
     env = suite_env(dev.directory / "kubeconfig", kuberay_output)
+    source = module_source()
     for suite in suites:
         print(f"[conformance] {suite}: running", file=sys.stderr, flush=True)
         found = run_suite(
             suite,
             suite_binary(suite),
             env=env,
+            package_dir=source / "test" / suite,
             events_path=out / f"{suite}.events.jsonl",
             skip=skip_argument(skipped, suite),
             run=run,
@@ -107,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     suites = args.suite or list(SUITES)
     args.out.mkdir(parents=True, exist_ok=True)
+    skipped = REVIEWED if args.skip_expected_failing else NOT_RUN
     if args.report_only:
         suites = [suite for suite in suites if (args.out / f"{suite}.events.jsonl").exists()]
         results = [
@@ -117,9 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         ]
     else:
-        skipped = REVIEWED if args.skip_expected_failing else NOT_RUN
         results = _run(suites, out=args.out, skipped=skipped, run=args.run, timeout=args.timeout)
-    _write_table(results, suites, out=args.out, selected=args.run)
+    _write_table(results, suites, out=args.out, selected=args.run, skipped=skipped)
     return 0
 
 
@@ -140,12 +142,17 @@ def _run(
 
 
 def _write_table(
-    results: Sequence[CaseResult], suites: Sequence[str], *, out: Path, selected: str
+    results: Sequence[CaseResult],
+    suites: Sequence[str],
+    *,
+    out: Path,
+    selected: str,
+    skipped: Sequence[Reviewed],
 ) -> None:
     source = module_source()
     # With --run, a subtest missing from the results may just not be selected.
     declared = {} if selected else {s: declared_subtests(source, s) for s in suites}
-    table = rows(results, suites, declared=declared)
+    table = rows(results, suites, declared=declared, skipped=skipped)
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     commit = _commit()
     title = f"KubeRay {KUBERAY_VERSION} e2e against ray-operator {commit}, {today}"

@@ -58,7 +58,8 @@ def find(entries: Iterable[Reviewed], suite: str, name: str) -> Reviewed | None:
 
 NEEDS_LOCAL_VOLUMES = "needs local-volumes: the Pod's ConfigMap is not at its mountPath"
 NEEDS_KUBELET = "needs kubelet-endpoint: kubectl exec/port-forward to a local Pod"
-NEEDS_REDIS = "needs local-redis: a real Redis behind the sample's Redis Service"
+NEEDS_REDIS = "needs local-redis: a real Redis behind the test's Redis Service"
+NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
     Reviewed(
@@ -112,6 +113,53 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
     Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NEEDS_REDIS),
     Reviewed("e2e", exactly("TestGcsFaultToleranceOptions"), NEEDS_REDIS),
     Reviewed("e2e", exactly("TestGcsFaultToleranceAnnotations"), NEEDS_REDIS),
+    # e2erayjob: jobs whose verdict needs their script from the ConfigMap at /home/ray/jobs
+    # (counter.py, long_running.py, stop.py; a job that is meant to fail fails either way).
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJobWithClusterSelector", "Successful RayJob"),
+        NEEDS_LOCAL_VOLUMES,
+    ),
+    Reviewed("e2erayjob", exactly("TestDeletionStrategy"), NEEDS_LOCAL_VOLUMES),
+    Reviewed(
+        "e2erayjob", exactly("TestRayJobLightWeightMode", "Successful RayJob"), NEEDS_LOCAL_VOLUMES
+    ),
+    Reviewed(
+        "e2erayjob",
+        exactly(
+            "TestRayJobLightWeightMode",
+            "Should transition to 'Complete' if the Ray job has stopped.",
+        ),
+        NEEDS_LOCAL_VOLUMES,
+    ),
+    Reviewed("e2erayjob", exactly("TestRayJobRecovery"), NEEDS_LOCAL_VOLUMES),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJobRetry", "RayJob has passed ActiveDeadlineSeconds"),
+        NEEDS_LOCAL_VOLUMES,
+    ),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJobSuspend", "Create a suspended RayJob, and then resume it."),
+        NEEDS_LOCAL_VOLUMES,
+    ),
+    *(
+        Reviewed("e2erayjob", exactly("TestRayJob", subtest), NEEDS_LOCAL_VOLUMES)
+        for subtest in (
+            "Successful RayJob",
+            "Should transition to 'Complete' if the Ray job has stopped.",
+            "RayJob has passed ActiveDeadlineSeconds",
+            "RayJob has exceed SubmitterFinishedTimeout",
+        )
+    ),
+    # The local agent runs only a Pod's Ray container: a SidecarMode submitter never runs
+    # (README, "Real Ray under make run"). Our own gap, on no branch yet.
+    Reviewed("e2erayjob", exactly("TestRayJobSidecarMode"), NO_SIDECAR_SUBMITTER),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJobRetry", "Failing RayJob with SidecarMode submission mode"),
+        NO_SIDECAR_SUBMITTER,
+    ),
     # e2erayservice: these port-forward to the dashboard or Serve, or exec into a Pod.
     *(
         Reviewed("e2erayservice", exactly(test), NEEDS_KUBELET)

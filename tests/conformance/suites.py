@@ -36,6 +36,7 @@ SUITES = ("sampleyaml", "e2erayjob", "e2erayservice", "e2e")
 
 MAX_REASON_CHARS = 300
 _PARENT_FAILED = "test executed panic(nil) or runtime.Goexit"
+_NO_MESSAGE = "failed (no message; see the events file)"
 
 # A `t.Log`/`t.Error` line: "    file_test.go:84: message" (the message may start on the next line).
 _LOCATION = re.compile(r"^\s+[\w.-]+\.go:\d+:\s?(?P<rest>.*)$")
@@ -116,12 +117,16 @@ def run_suite(
     binary: Path,
     *,
     env: Mapping[str, str],
+    package_dir: Path,
     events_path: Path,
     skip: str = "",
     run: str = "",
     timeout_seconds: int = 3600,
 ) -> list[CaseResult]:
-    """Run one suite binary (Go's `-test.run`/`-test.skip` regexps) and read its results."""
+    """Run one suite binary (Go's `-test.run`/`-test.skip` regexps) and read its results.
+
+    `package_dir`: the suite's source directory, where `go test` would run it (tests read
+    `testdata/` relative to it)."""
     go = shutil.which("go")
     if go is None:
         raise BinaryBuildError("Go is needed to run KubeRay's suites (go tool test2json)")
@@ -138,7 +143,7 @@ def run_suite(
             stdout=events,
             stderr=subprocess.STDOUT,
             env=dict(env),
-            cwd=events_path.parent,
+            cwd=package_dir,
             check=False,
         )
     return read_events(suite, events_path.read_text().splitlines())
@@ -176,7 +181,7 @@ def read_events(suite: str, lines: Iterable[str]) -> list[CaseResult]:
         elif outcome == "fail":
             reason = failure_reason(output[name])
             parent = name.rpartition("/")[0]
-            if reason.startswith(_PARENT_FAILED) and parent in output:
+            if reason.startswith((_PARENT_FAILED, _NO_MESSAGE)) and parent in output:
                 # KubeRay's subtests fail through their parent's Gomega: the message is there.
                 reason = failure_reason(output[parent])
         elif outcome == "skip":
@@ -208,7 +213,7 @@ def failure_reason(output: list[str]) -> str:
         squeezed = _NOISE.sub("", " ".join(text for text in kept if text))
         return _bounded(" ".join(squeezed.split()))
     panics = [line.strip() for line in lines if line.strip().startswith("panic:")]
-    return _bounded(panics[0]) if panics else "failed (no message; see the events file)"
+    return _bounded(panics[0]) if panics else _NO_MESSAGE
 
 
 def skip_reason(output: list[str]) -> str:

@@ -26,11 +26,19 @@ def rows(
     suites: Sequence[str],
     *,
     declared: Mapping[str, Mapping[str, Sequence[str]]],
-    not_run: Sequence[Reviewed] = NOT_RUN,
+    skipped: Sequence[Reviewed] = NOT_RUN,
     expected_failing: Sequence[Reviewed] = EXPECTED_FAILING,
 ) -> list[Row]:
     """One row per test that ran (in run order), per declared subtest an earlier failure kept
-    from running, then one per reviewed entry not run. `declared`: suite -> test -> subtests."""
+    from running, then one per reviewed entry passed to `-skip`. `declared`: suite -> test ->
+    subtests."""
+    # Go reports a parent whose subtests were all skipped as passed: it did not run either.
+    results = [
+        r
+        for r in results
+        if find(skipped, r.suite, r.name) is None
+        and not (r.outcome == "pass" and declared.get(r.suite, {}).get(r.name))
+    ]
     table = []
     for result in results:
         expected = find(expected_failing, result.suite, result.name)
@@ -40,14 +48,11 @@ def rows(
         elif expected is not None and outcome == "pass":
             why = f"passes: remove its expected-failing entry ({expected.reason})"
         table.append(Row(result.suite, result.name, outcome, result.seconds, why))
-    ran = {(result.suite, result.name) for result in results}
-    table += _not_reached(results, declared, reviewed=(*not_run, *expected_failing))
-    for entry in (*not_run, *expected_failing):
-        if entry.suite not in suites:
-            continue
-        if any(entry.matches(suite, name) for suite, name in ran):
-            continue
-        table.append(Row(entry.suite, entry.pattern, "not run", None, entry.reason))
+    table += _not_reached(results, declared, reviewed=skipped)
+    for entry in skipped:
+        if entry.suite in suites:
+            expected = " (expected to fail)" if entry in expected_failing else ""
+            table.append(Row(entry.suite, entry.pattern, "not run", None, entry.reason + expected))
     return table
 
 
