@@ -112,3 +112,37 @@ async def test_a_ray_node_of_a_pod_that_never_restarts_stays_ended(tmp_path: Pat
             await asyncio.sleep(0.05)
 
     assert events.reasons() == ["LocalRayStarted", "LocalRayProcessEnded"]
+
+
+async def test_a_local_ray_node_ignores_the_machines_ray_token_as_a_container_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Since Ray 2.5x a local `ray.init()` writes ~/.ray/auth_token, and any later `ray start`
+    without RAY_AUTH_MODE turns token auth on: the operator, holding no token for the cluster,
+    then got 401 from every local dashboard. A container never sees the host's home."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("a-token-of-the-machine")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    cluster = raycluster()
+    store = Store()
+    store.upsert(RAY_CLUSTER, cluster)
+    registry = LocalRayRegistry()
+    pod = running_head_pod(cluster)
+    registry.created.record("Pod", pod)
+    events = RecordedEvents()
+    seen = tmp_path / "env-of-ray-start"
+    ray = tmp_path / "ray-that-tells-its-env"
+    ray.write_text(f"#!/bin/sh\nenv > {seen}\nexec sleep 30\n")
+    ray.chmod(0o755)
+    async with agent_without_ray(
+        tmp_path, store=store, registry=registry, events=events, ray=ray
+    ) as agent:
+        await _sync_until(agent, pod, seen.exists)
+        for _ in range(100):
+            if "RAY_AUTH_MODE" in seen.read_text():
+                break
+            await asyncio.sleep(0.05)
+
+    assert "RAY_AUTH_MODE=disabled" in seen.read_text().splitlines()

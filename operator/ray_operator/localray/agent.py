@@ -228,6 +228,11 @@ class LocalRayAgent:
         environment = dict(os.environ if base_env is None else base_env)
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
+        # As in a container, whose home holds no Ray token: since Ray 2.5x a local `ray.init()`
+        # writes ~/.ray/auth_token and every later `ray start` without RAY_AUTH_MODE turns token
+        # auth on, so the operator (no token for the cluster) got 401 from local dashboards. A
+        # Pod that asks for token auth (spec.authOptions) sets RAY_AUTH_MODE itself.
+        environment[names.ENV_RAY_AUTH_MODE] = "disabled"
         self._base_env = environment
 
     async def run(self) -> NoReturn:
