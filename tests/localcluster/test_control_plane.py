@@ -107,6 +107,25 @@ def test_a_deployment_gets_its_pods(kubectl: Kubectl, namespace: str) -> None:
     )
 
 
+def test_a_resource_quota_refuses_a_pod_beyond_it_as_in_a_cluster(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    """KubeRay's e2e tests set a quota to make Pod creation fail (FailedCreateHeadPod); the
+    admission plugin only enforces what the quota controller has counted (`status.hard`)."""
+    kubectl("create", "quota", "no-pods", "-n", namespace, "--hard=pods=0")
+    kubectl(
+        "wait",
+        "-n",
+        namespace,
+        "--for=jsonpath={.status.hard.pods}=0",
+        "resourcequota/no-pods",
+        "--timeout=60s",
+    )
+    refused = kubectl.run("run", "p", "-n", namespace, "--image=busybox")
+    assert refused.returncode != 0
+    assert "exceeded quota: no-pods" in refused.stderr
+
+
 def test_the_complete_samples_claim_binds_a_local_volume_and_its_pods_run(
     kubectl: Kubectl, namespace: str
 ) -> None:
