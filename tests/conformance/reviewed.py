@@ -59,6 +59,7 @@ def find(entries: Iterable[Reviewed], suite: str, name: str) -> Reviewed | None:
 NEEDS_LOCAL_VOLUMES = "needs local-volumes: the Pod's ConfigMap is not at its mountPath"
 NEEDS_KUBELET = "needs kubelet-endpoint: kubectl exec/port-forward to a local Pod"
 NEEDS_REDIS = "needs local-redis: a real Redis behind the test's Redis Service"
+NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
 NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
@@ -72,6 +73,25 @@ NOT_RUN: tuple[Reviewed, ...] = (
         exactly("TestOldHeadPodFailDuringUpgrade"),
         "an istio/iptables container image (only Ray and Redis images run locally)",
     ),
+    # Every other e2erayservice test, and every RayService sample, serves an app that Ray
+    # downloads from github.com (`runtime_env.working_dir`); the locust load tests also install
+    # locust with pip. Conformance runs offline (CI reaches only the Go module proxy).
+    *(
+        Reviewed("e2erayservice", exactly(test), NEEDS_INTERNET)
+        for test in (
+            "TestStaticRayService",
+            "TestAutoscalingRayService",
+            "TestRayServiceZeroDowntimeUpgrade",
+            "TestRayServiceGCSFaultTolerance",
+            "TestRayServiceRayClusterDeletionDelaySeconds",
+            "TestRayServiceInPlaceUpdate",
+            "TestUpdateServeConfigAndRayClusterSpec",
+            "TestUpdateServeConfigAndRayClusterSpecWithUpgradeDisabled",
+            "TestRayServiceBecomesReadyBeforeTimeout",
+            "TestRedeployRayServe",
+        )
+    ),
+    Reviewed("sampleyaml", exactly("TestRayService"), NEEDS_INTERNET),
     Reviewed(
         "e2erayservice",
         exactly("TestRayServiceInitializingTimeoutTerminalFailure"),
@@ -104,11 +124,6 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
         Reviewed("sampleyaml", exactly("TestRayJob", sample), NEEDS_LOCAL_VOLUMES)
         for sample in _JOB_SAMPLES_READING_A_MOUNTED_SCRIPT
     ),
-    Reviewed(
-        "sampleyaml", exactly("TestRayService", "ray-service.high-availability.yaml"), NEEDS_REDIS
-    ),
-    # Every RayService sample ends by port-forwarding to the head's dashboard.
-    Reviewed("sampleyaml", exactly("TestRayService"), NEEDS_KUBELET),
     # e2e: the GCS fault-tolerance tests deploy a Redis Pod of their own.
     Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NEEDS_REDIS),
     Reviewed("e2e", exactly("TestGcsFaultToleranceOptions"), NEEDS_REDIS),
@@ -159,20 +174,6 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
         "e2erayjob",
         exactly("TestRayJobRetry", "Failing RayJob with SidecarMode submission mode"),
         NO_SIDECAR_SUBMITTER,
-    ),
-    # e2erayservice: these port-forward to the dashboard or Serve, or exec into a Pod.
-    *(
-        Reviewed("e2erayservice", exactly(test), NEEDS_KUBELET)
-        for test in (
-            "TestStaticRayService",
-            "TestAutoscalingRayService",
-            "TestRayServiceZeroDowntimeUpgrade",
-            "TestRayServiceGCSFaultTolerance",
-            "TestRayServiceInPlaceUpdate",
-            "TestUpdateServeConfigAndRayClusterSpec",
-            "TestUpdateServeConfigAndRayClusterSpecWithUpgradeDisabled",
-            "TestRedeployRayServe",
-        )
     ),
 )
 

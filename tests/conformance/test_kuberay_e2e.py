@@ -22,10 +22,13 @@ from tests.conformance.table import markdown, rows
 from tests.localray.dev_operator import DevOperator
 
 CI_SUBSET: dict[str, str] = {
-    "sampleyaml": "^TestRayJob$|^TestRayJobInteractiveMode$",
-    "e2erayjob": "^TestRayJob$",
+    "sampleyaml": "^TestRayJobInteractiveMode$",
+    "e2e": "^TestRayClusterManagedBy$|^TestRayClusterWithResourceQuota$"
+    "|^TestRayClusterSingleHostMultiSlice$",
+    "e2erayjob": "^TestRayJobLightWeightMode$",
 }
-"""Go `-test.run` per suite: what runs in `make test` (about 10 minutes with the reviewed list)."""
+"""Go `-test.run` per suite: what runs in `make test` (minutes, with the reviewed list skipped).
+Add a test here once it passes reliably; the others run in `make conformance`."""
 
 
 @pytest.fixture(scope="module")
