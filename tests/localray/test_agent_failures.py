@@ -43,6 +43,18 @@ async def test_a_ray_that_cannot_start_is_told_once_and_retried_without_leftover
     assert not list((tmp_path / "state").glob("pods/*"))
 
 
+def _operators_head_pod(*, restart_policy: str) -> tuple[Store, LocalRayRegistry, dict[str, Any]]:
+    """A cluster in the cache and its head Pod, which the operator created."""
+    cluster = raycluster()
+    store = Store()
+    store.upsert(RAY_CLUSTER, cluster)
+    registry = LocalRayRegistry()
+    pod = running_head_pod(cluster)
+    pod["spec"]["restartPolicy"] = restart_policy
+    registry.created.record("Pod", pod)
+    return store, registry, pod
+
+
 def _ray_that_exits(directory: Path) -> Path:
     """A `ray` whose `ray start` ends with exit code 1 at once, as a worker's does when its
     raylet does not register with the GCS within Ray's 30 s (a loaded machine)."""
@@ -65,13 +77,7 @@ async def _sync_until(agent: LocalRayAgent, pod: dict[str, Any], done: Callable[
 async def test_a_ray_node_that_ends_starts_again_after_a_backoff_as_a_kubelet_restarts_it(
     tmp_path: Path, policy: str
 ) -> None:
-    cluster = raycluster()
-    store = Store()
-    store.upsert(RAY_CLUSTER, cluster)
-    registry = LocalRayRegistry()
-    pod = running_head_pod(cluster)
-    pod["spec"]["restartPolicy"] = policy
-    registry.created.record("Pod", pod)
+    store, registry, pod = _operators_head_pod(restart_policy=policy)
     events = RecordedEvents()
     ray = _ray_that_exits(tmp_path)
     async with agent_without_ray(
@@ -94,13 +100,7 @@ async def test_a_ray_node_that_ends_starts_again_after_a_backoff_as_a_kubelet_re
 
 
 async def test_a_ray_node_of_a_pod_that_never_restarts_stays_ended(tmp_path: Path) -> None:
-    cluster = raycluster()
-    store = Store()
-    store.upsert(RAY_CLUSTER, cluster)
-    registry = LocalRayRegistry()
-    pod = running_head_pod(cluster)
-    pod["spec"]["restartPolicy"] = "Never"
-    registry.created.record("Pod", pod)
+    store, registry, pod = _operators_head_pod(restart_policy="Never")
     events = RecordedEvents()
     ray = _ray_that_exits(tmp_path)
     async with agent_without_ray(
@@ -125,12 +125,7 @@ async def test_a_local_ray_node_ignores_the_machines_ray_token_as_a_container_wo
     (home / ".ray" / "auth_token").write_text("a-token-of-the-machine")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    cluster = raycluster()
-    store = Store()
-    store.upsert(RAY_CLUSTER, cluster)
-    registry = LocalRayRegistry()
-    pod = running_head_pod(cluster)
-    registry.created.record("Pod", pod)
+    store, registry, pod = _operators_head_pod(restart_policy="Always")
     events = RecordedEvents()
     seen = tmp_path / "env-of-ray-start"
     ray = tmp_path / "ray-that-tells-its-env"
