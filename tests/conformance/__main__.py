@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.conformance.reviewed import NOT_RUN, REVIEWED, Reviewed, skip_argument
@@ -36,12 +36,15 @@ from tests.localray.dev_operator import DevOperator
 from tests.runtime.processes import REPO_ROOT, free_port
 
 
-def suite_env(kubeconfig: Path, output_dir: Path) -> dict[str, str]:
-    """What KubeRay's test support reads: the cluster (KUBECONFIG) and where to write logs."""
+def suite_env(
+    kubeconfig: Path, output_dir: Path, overrides: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What KubeRay's test support reads: the cluster (KUBECONFIG), where to write logs, and
+    `overrides` (its KUBERAY_TEST_* knobs)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("KUBERAY_TEST")}
     env["KUBECONFIG"] = str(kubeconfig)
     env["KUBERAY_TEST_OUTPUT_DIR"] = str(output_dir)
-    return env
+    return {**env, **(overrides or {})}
 
 
 def start_dev(directory: Path) -> DevOperator:
@@ -63,6 +66,7 @@ def run_suites(
     skipped: Sequence[Reviewed],
     run: str = "",
     timeout_seconds: int = 3600,
+    overrides: Mapping[str, str] | None = None,
 ) -> list[CaseResult]:
     """Each suite in turn against `dev`, skipping `skipped`; every result."""
     results: list[CaseResult] = []
@@ -70,7 +74,7 @@ def run_suites(
     # namespace, and fails (leaving the namespace) when the directory is missing.
     kuberay_output = out / "kuberay-output"
     kuberay_output.mkdir(parents=True, exist_ok=True)
-    env = suite_env(dev.directory / "kubeconfig", kuberay_output)
+    env = suite_env(dev.directory / "kubeconfig", kuberay_output, overrides)
     source = module_source()
     for suite in suites:
         print(f"[conformance] {suite}: running", file=sys.stderr, flush=True)

@@ -73,6 +73,12 @@ NOT_RUN: tuple[Reviewed, ...] = (
         exactly("TestOldHeadPodFailDuringUpgrade"),
         "an istio/iptables container image (only Ray and Redis images run locally)",
     ),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJob", "RuntimeEnvYAML is not a valid YAML string"),
+        "our validating webhook refuses the invalid runtimeEnvYAML at admission (README, "
+        "Differences from KubeRay); KubeRay, without webhooks, accepts it and fails the RayJob",
+    ),
     # Every other e2erayservice test, and every RayService sample, serves an app that Ray
     # downloads from github.com (`runtime_env.working_dir`); the locust load tests also install
     # locust with pip. Conformance runs offline (CI reaches only the Go module proxy).

@@ -23,12 +23,19 @@ from tests.localray.dev_operator import DevOperator
 
 CI_SUBSET: dict[str, str] = {
     "sampleyaml": "^TestRayJobInteractiveMode$",
-    "e2e": "^TestRayClusterManagedBy$|^TestRayClusterWithResourceQuota$"
-    "|^TestRayClusterSingleHostMultiSlice$",
+    "e2e": "^TestRayClusterManagedBy$|^TestRayClusterWithResourceQuota$",
     "e2erayjob": "^TestRayJobLightWeightMode$",
 }
 """Go `-test.run` per suite: what runs in `make test` (minutes, with the reviewed list skipped).
 Add a test here once it passes reliably; the others run in `make conformance`."""
+
+SLOW_MACHINE_TIMEOUTS = {
+    "KUBERAY_TEST_TIMEOUT_SHORT": "2m",
+    "KUBERAY_TEST_TIMEOUT_MEDIUM": "4m",
+    "KUBERAY_TEST_TIMEOUT_LONG": "10m",
+}
+"""KubeRay's own knobs, doubled: its 1/2/5-minute waits are sized for kind on a laptop, and on CI's
+two cores a cluster and its job can take most of two minutes. `make conformance` keeps them."""
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +56,13 @@ def test_kuberay_suite_passes_but_for_the_reviewed_list(
     suite: str, dev: DevOperator, tmp_path: Path
 ) -> None:
     results = run_suites(
-        dev, [suite], out=tmp_path, skipped=REVIEWED, run=CI_SUBSET[suite], timeout_seconds=780
+        dev,
+        [suite],
+        out=tmp_path,
+        skipped=REVIEWED,
+        run=CI_SUBSET[suite],
+        timeout_seconds=780,
+        overrides=SLOW_MACHINE_TIMEOUTS,
     )
     table = markdown(
         rows(results, [suite], declared={}, skipped=REVIEWED), title=f"KubeRay {suite}"
