@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ray_operator.localcluster.binaries import ensure_binaries
@@ -212,3 +213,38 @@ def test_cli_start_status_stop_leaves_no_process_behind(tmp_path: Path) -> None:
         [*cli, "status", "--dir", str(state_dir)], capture_output=True, text=True, timeout=30
     )
     assert after.returncode == 1
+
+
+def test_the_dev_planes_kubelet_leaves_a_deleted_pods_finalizers_to_their_owner(
+    tmp_path: Path,
+) -> None:
+    """A kubelet stops a deleted Pod's containers; the Pod stays Terminating until whoever put a
+    finalizer on it takes it off (KubeRay's TestRayClusterScalingDown counts such Pods). KWOK's
+    stock stage emptied the finalizers itself."""
+    plane = LocalControlPlane(
+        tmp_path / "plane", ensure_binaries(), ray_job_submitters_run_locally=True
+    )
+    plane.start()
+    try:
+        kubectl = Kubectl(plane.kubeconfig)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "held",
+                "namespace": "default",
+                "finalizers": ["example.com/hold"],
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+        kubectl("wait", "--for=condition=Ready", "pod/held", "--timeout=60s")
+        kubectl("delete", "pod", "held", "--wait=false")
+        time.sleep(3)  # KWOK's stages act within a second; the Pod must still be there after
+        kept = json.loads(kubectl("get", "pod", "held", "-o", "json"))
+        assert kept["metadata"]["finalizers"] == ["example.com/hold"]
+        assert kept["metadata"]["deletionTimestamp"]
+        kubectl("patch", "pod", "held", "--type=merge", "-p", '{"metadata":{"finalizers":[]}}')
+        kubectl("wait", "--for=delete", "pod/held", "--timeout=60s")
+    finally:
+        plane.stop()
