@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed-stamp
 IMG ?= ray-operator:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: run test lint typecheck pytest binaries generate bench clean \
+.PHONY: run test lint typecheck pytest binaries generate bench conformance clean \
 	docker-build docker-push deploy undeploy
 
 $(INSTALLED): pyproject.toml
@@ -44,6 +44,12 @@ pytest: $(INSTALLED)
 bench: $(INSTALLED) binaries
 	$(BIN)/python -m ray_operator.bench $(BENCH_ARGS)
 
+## conformance: KubeRay's own e2e suites (pinned version, built once from the Go module proxy)
+## against a fresh `ray-operator dev`; writes .conformance/conformance.md and .json
+## (flags in CONFORMANCE_ARGS, e.g. CONFORMANCE_ARGS="--suite sampleyaml --run TestRayJob")
+conformance: $(INSTALLED) binaries
+	$(BIN)/python -m tests.conformance $(CONFORMANCE_ARGS)
+
 ## generate: rebuild crd/ and generated/ from their sources
 generate: $(INSTALLED)
 	$(BIN)/python -m ray_operator.apigen
@@ -63,4 +69,4 @@ undeploy:
 	kubectl delete -k config/default --ignore-not-found
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance

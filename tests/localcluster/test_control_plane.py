@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ray_operator.localcluster.binaries import ensure_binaries
@@ -117,6 +118,25 @@ def test_a_deployment_gets_its_pods(kubectl: Kubectl, namespace: str) -> None:
     )
 
 
+def test_a_resource_quota_refuses_a_pod_beyond_it_as_in_a_cluster(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    """KubeRay's e2e tests set a quota to make Pod creation fail (FailedCreateHeadPod); the
+    admission plugin only enforces what the quota controller has counted (`status.hard`)."""
+    kubectl("create", "quota", "no-pods", "-n", namespace, "--hard=pods=0")
+    kubectl(
+        "wait",
+        "-n",
+        namespace,
+        "--for=jsonpath={.status.hard.pods}=0",
+        "resourcequota/no-pods",
+        "--timeout=60s",
+    )
+    refused = kubectl.run("run", "p", "-n", namespace, "--image=busybox")
+    assert refused.returncode != 0
+    assert "exceeded quota: no-pods" in refused.stderr
+
+
 def test_the_complete_samples_claim_binds_a_local_volume_and_its_pods_run(
     kubectl: Kubectl, namespace: str
 ) -> None:
@@ -203,3 +223,38 @@ def test_cli_start_status_stop_leaves_no_process_behind(tmp_path: Path) -> None:
         [*cli, "status", "--dir", str(state_dir)], capture_output=True, text=True, timeout=30
     )
     assert after.returncode == 1
+
+
+def test_the_dev_planes_kubelet_leaves_a_deleted_pods_finalizers_to_their_owner(
+    tmp_path: Path,
+) -> None:
+    """A kubelet stops a deleted Pod's containers; the Pod stays Terminating until whoever put a
+    finalizer on it takes it off (KubeRay's TestRayClusterScalingDown counts such Pods). KWOK's
+    stock stage emptied the finalizers itself."""
+    plane = LocalControlPlane(
+        tmp_path / "plane", ensure_binaries(), ray_job_submitters_run_locally=True
+    )
+    plane.start()
+    try:
+        kubectl = Kubectl(plane.kubeconfig)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "held",
+                "namespace": "default",
+                "finalizers": ["example.com/hold"],
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+        kubectl("wait", "--for=condition=Ready", "pod/held", "--timeout=60s")
+        kubectl("delete", "pod", "held", "--wait=false")
+        time.sleep(3)  # KWOK's stages act within a second; the Pod must still be there after
+        kept = json.loads(kubectl("get", "pod", "held", "-o", "json"))
+        assert kept["metadata"]["finalizers"] == ["example.com/hold"]
+        assert kept["metadata"]["deletionTimestamp"]
+        kubectl("patch", "pod", "held", "--type=merge", "-p", '{"metadata":{"finalizers":[]}}')
+        kubectl("wait", "--for=delete", "pod/held", "--timeout=60s")
+    finally:
+        plane.stop()

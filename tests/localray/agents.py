@@ -46,9 +46,11 @@ async def agent_without_ray(
     registry: LocalRayRegistry,
     events: RecordedEvents,
     client: KubeClient | None = None,
+    ray: Path | None = None,
+    restart_backoff: float = 10.0,
 ) -> AsyncIterator[LocalRayAgent]:
-    """An agent whose `ray` is missing, stopped afterwards; `client` defaults to one that is
-    never called."""
+    """An agent whose `ray` is missing (or `ray`), stopped afterwards; `client` defaults to one
+    whose calls fail (the agent logs and goes on)."""
     unused = ApiClient()
     agent = LocalRayAgent(
         client=client or KubeClient(unused, metrics=Metrics()),
@@ -58,7 +60,8 @@ async def agent_without_ray(
         options=LocalRayOptions(
             directory=directory / "state",
             node_name="kwok-node-0",
-            ray_executable=str(directory / "no-such-ray"),
+            ray_executable=str(ray or directory / "no-such-ray"),
+            restart_backoff=restart_backoff,
         ),
     )
     try:

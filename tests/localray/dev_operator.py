@@ -48,7 +48,7 @@ class DevOperator:
             cwd=REPO_ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=None if kubeconfig is None else {**os.environ, "KUBECONFIG": str(kubeconfig)},
+            env=_environment(kubeconfig),
         )
         self.kubectl = Kubectl(kubeconfig or directory / "kubeconfig")
 
@@ -90,6 +90,14 @@ class DevOperator:
     def recorded_process_groups(self) -> dict[str, Any]:
         path = self.directory / "local-ray" / "processes.json"
         return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _environment(kubeconfig: Path | None) -> dict[str, str]:
+    """The caller's environment; KUBECONFIG only when asked for, else dev starts its own plane."""
+    env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    return env
 
 
 def events_of(kubectl: Kubectl, namespace: str, name: str, reason: str) -> list[str]:

@@ -69,6 +69,9 @@ CONTROLLERS = (
     "serviceaccount-token-controller",
     "endpointslice-controller",
     "clusterrole-aggregation-controller",
+    # Counts usage into a ResourceQuota's status, which the admission plugin enforces: without
+    # it no quota refuses anything (KubeRay's e2e tests use one to make Pod creation fail).
+    "resourcequota-controller",
     "persistentvolume-binder-controller",
     "persistentvolume-protection-controller",
     "persistentvolumeclaim-protection-controller",

@@ -39,6 +39,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,8 @@ logger = logging.getLogger(__name__)
 Object = Mapping[str, Any]
 SERVE_PROXY_PORT = 8000
 """Ray Serve's head proxy port (not configurable per node; each cluster has its own address)."""
+MAX_RESTART_BACKOFF = 300.0
+"""The longest wait before a Ray node that keeps ending starts again (a kubelet's 5 minutes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,9 @@ class LocalRayOptions:
     """How Ray's autoscaler reaches the API server; None: autoscaling heads run without it."""
     ray_executable: str = field(default_factory=lambda: str(Path(sys.executable).parent / "ray"))
     """`ray` of the operator's own environment: entrypoints run with its Python."""
+    restart_backoff: float = 10.0
+    """Seconds before a Ray node that ended starts again, doubling per restart up to
+    `MAX_RESTART_BACKOFF`: a kubelet's container restart backoff."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +228,17 @@ class LocalRayAgent:
         self._records = ProcessRecords(options.directory / "processes.json")
         self._running: dict[str, _Running] = {}
         self._told: set[tuple[str, str]] = set()
+        # Pod uid -> (restarts so far, monotonic time before which it must not start again).
+        self._restarts: dict[str, tuple[int, float]] = {}
         self._submitters_checked: dict[str, bool] = {}
         environment = dict(os.environ if base_env is None else base_env)
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
+        # As in a container, whose home holds no Ray token: since Ray 2.5x a local `ray.init()`
+        # writes ~/.ray/auth_token and every later `ray start` without RAY_AUTH_MODE turns token
+        # auth on, so the operator (no token for the cluster) got 401 from local dashboards. A
+        # Pod that asks for token auth (spec.authOptions) sets RAY_AUTH_MODE itself.
+        environment[names.ENV_RAY_AUTH_MODE] = "disabled"
         self._base_env = environment
         self._redis = LocalRedisServers(
             client=client,
@@ -283,6 +296,7 @@ class LocalRayAgent:
         listed = {pod["metadata"]["uid"] for pod in pods}
         # A Pod told about (refused, over a cap) or checked and gone since: its entries go too.
         self._told = {told for told in self._told if told[0] in listed}
+        self._restarts = {uid: r for uid, r in self._restarts.items() if uid in listed}
         self._submitters_checked = {
             uid: ok for uid, ok in self._submitters_checked.items() if uid in listed
         }
@@ -330,7 +344,7 @@ class LocalRayAgent:
 
     async def _ensure_head(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
-        if uid in self._running:
+        if uid in self._running or self._backing_off(uid):
             return
         cluster = self._cluster_of(pod)
         if cluster is None or not await self._created_for(pod, cluster):
@@ -365,6 +379,8 @@ class LocalRayAgent:
 
     async def _ensure_worker(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
+        if self._backing_off(uid):
+            return
         head = self._ready_head(pod)
         running = self._running.get(uid)
         if running is not None:
@@ -685,7 +701,8 @@ class LocalRayAgent:
     # -- ends and stops -------------------------------------------------------------------------
 
     async def _report_ended(self) -> None:
-        for running in self._running.values():
+        # A copy: a node that restarts leaves `_running` on the way.
+        for running in list(self._running.values()):
             autoscaler = running.autoscaler
             if autoscaler is not None and autoscaler.returncode is not None:
                 await self._tell_once(
@@ -702,6 +719,9 @@ class LocalRayAgent:
                 continue
             running.ended_reported = True
             await self._write_readiness(running.pod, ready=False)
+            if _restarts_after(running.pod, code):
+                await self._restart_later(running, code)
+                continue
             await self._record(
                 running.pod,
                 reason="LocalRayProcessEnded",
@@ -710,6 +730,39 @@ class LocalRayAgent:
                 + running.process.tail(),
                 type="Warning",
             )
+
+    async def _restart_later(self, running: _Running, code: int) -> None:
+        """Stop what is left of an ended Ray node; its Pod starts again after a backoff.
+
+        A kubelet restarts a container whose Pod says restartPolicy Always (KubeRay's default)
+        or OnFailure, and KubeRay counts on it: `ray start` exits when its raylet does not
+        register with the GCS within Ray's fixed 30 s, which a loaded machine can take."""
+        pod = running.pod
+        uid = pod["metadata"]["uid"]
+        count, _ = self._restarts.get(uid, (0, 0.0))
+        delay = min(self._options.restart_backoff * 2**count, MAX_RESTART_BACKOFF)
+        self._restarts[uid] = (count + 1, time.monotonic() + delay)
+        tail, log_path = running.process.tail(), running.process.log_path
+        await self._stop(uid)
+        containers = (pod.get("status") or {}).get("containerStatuses") or ()
+        counted = [{**entry, "restartCount": count + 1} for entry in containers[:1]]
+        if counted:
+            patch = {"status": {"containerStatuses": [*counted, *containers[1:]]}}
+            await self._patch_pod_status(pod, patch, patch_type=PatchType.STRATEGIC)
+        policy = pod.get("spec", {}).get("restartPolicy") or "Always"
+        await self._record(
+            pod,
+            reason="LocalRayRestarting",
+            message=f"the local Ray process ended with exit code {code}; starting it again in "
+            f"{delay:g}s (restart {count + 1}), as a kubelet restarts the container of a Pod "
+            f"with restartPolicy {policy}. Last lines of {log_path}:\n" + tail,
+            type="Warning",
+        )
+
+    def _backing_off(self, uid: str) -> bool:
+        """Whether a Pod whose Ray node ended is still waiting out its restart backoff."""
+        _, not_before = self._restarts.get(uid, (0, 0.0))
+        return time.monotonic() < not_before
 
     async def _finish_submitter(self, running: _Running, code: int) -> bool:
         """Write the submitter Pod's terminal phase, as its kubelet would; False to retry."""
@@ -870,6 +923,12 @@ class LocalRayAgent:
     def _log_path(self, pod: Pod) -> Path:
         metadata = pod["metadata"]
         return self._options.directory / "logs" / f"{metadata['namespace']}_{metadata['name']}.log"
+
+
+def _restarts_after(pod: Pod, code: int) -> bool:
+    """Whether a kubelet would restart the Pod's container after it exited with `code`."""
+    policy = pod.get("spec", {}).get("restartPolicy") or "Always"
+    return policy == "Always" or (policy == "OnFailure" and code != 0)
 
 
 def _wants_process(pod: Pod) -> bool:
