@@ -45,7 +45,8 @@ from ray_operator import labels as names
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
-    ConfigMapMount,
+    SERVE_PROXY_PORT,
+    SERVE_TARGET,
     KubeAccess,
     NodePlan,
     NodePorts,
@@ -54,27 +55,31 @@ from ray_operator.localray.plan import (
     autoscaler_argv,
     autoscaler_env,
     cluster_address,
-    config_map_files,
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
     plan_node,
     plan_submitter,
+    pod_port_targets,
     ray_start_argv,
     replace_address,
-    rewrite_paths,
     shape_summary,
+    without_agent_owned,
 )
+from ray_operator.localray.pod_view import PodView, PodViews
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
+from ray_operator.localray.sandbox import probe_argv, run_argv
 from ray_operator.localray.scope import (
     CreatedObjects,
     controller_of_kind,
     runs_the_template_of,
 )
+from ray_operator.localray.views import LocalContainer
+from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEnvError
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
-from ray_operator.runtime.kinds import CONFIG_MAP, JOB, POD, RAY_CLUSTER, RAY_JOB
+from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
 from ray_operator.status.rayjob import format_time
 
@@ -92,8 +97,6 @@ RAYLET_HEALTH_PATH = "/api/local_raylet_healthz"
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
-SERVE_PROXY_PORT = 8000
-"""Ray Serve's head proxy port (not configurable per node; each cluster has its own address)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,7 @@ class _Running:
     autoscaler: LocalProcess | None = None
     ready_reported: bool = False
     ended_reported: bool = False
+    view: PodView | None = None
 
 
 class LocalRayAgent:
@@ -221,6 +225,9 @@ class LocalRayAgent:
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
         self._base_env = environment
+        self._views = PodViews(client)
+        self._sandboxing: bool | None = None
+        """Whether Pods get user and mount namespaces of their own (probed once)."""
 
     async def run(self) -> NoReturn:
         """Poll the fake node's Pods until cancelled; then stop every process."""
@@ -326,6 +333,8 @@ class LocalRayAgent:
         address = cluster_address(plan.cluster_uid)
         ports = _pick_ports(head=True)
         running = await self._start_node(pod, plan, ports=ports, address=address, gcs=None)
+        if running is None:
+            return
         running.head_uid = uid
         self._registry.put(
             plan.namespace,
@@ -367,6 +376,8 @@ class LocalRayAgent:
             address=head.address,
             gcs=f"{head.address}:{head.gcs_port}",
         )
+        if running is None:
+            return
         running.head_uid = head.head_uid
         await self._record(
             pod,
@@ -392,7 +403,8 @@ class LocalRayAgent:
 
     async def _start_node(
         self, pod: Pod, plan: NodePlan, *, ports: NodePorts, address: str, gcs: str | None
-    ) -> _Running:
+    ) -> _Running | None:
+        """The node's process, started; None when its volumes or env cannot be made (told)."""
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
         others = [
             name
@@ -410,9 +422,6 @@ class LocalRayAgent:
                 "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
             )
         files = self._pod_directory(pod)
-        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
-        env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
-        env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
         # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
         temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
         argv = ray_start_argv(
@@ -423,9 +432,14 @@ class LocalRayAgent:
             temp_dir=str(temp_dir),
             gcs_address=gcs,
         )
-        process = LocalProcess(
-            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
-        )
+        view = await self._prepare_view(pod, files, pod_ip=address, argv=argv, temp_dir=temp_dir)
+        if view is None:
+            await asyncio.to_thread(_remove_files, files, temp_dir)
+            return None
+        plan = dataclasses.replace(plan, env=without_agent_owned(view.env))
+        env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
+        env = {name: view.localised(value) for name, value in env.items()}
+        process = self._process_for(view, argv, env=env, files=files, pod=pod)
         try:
             await process.start()
         except OSError:
@@ -439,6 +453,7 @@ class LocalRayAgent:
             plan=plan,
             ports=ports,
             address=address,
+            view=view,
         )
         self._running[plan.uid] = running
         return running
@@ -565,19 +580,26 @@ class LocalRayAgent:
         in_cluster_address, local = target
         local_address = f"{local.address}:{local.dashboard_port}"
         files = self._pod_directory(pod)
-        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
 
-        def localised(text: str) -> str:
-            text = replace_address(text, old=in_cluster_address, new=local_address)
-            return rewrite_paths(text, local_dirs)
+        def pointed_at_the_local_dashboard(text: str) -> str:
+            return replace_address(text, old=in_cluster_address, new=local_address)
 
-        argv = [localised(word) for word in plan.argv]
-        env = {**self._base_env, **{name: localised(value) for name, value in plan.env.items()}}
-        process = LocalProcess(
-            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
-        )
+        argv = [pointed_at_the_local_dashboard(word) for word in plan.argv]
+        view = await self._prepare_view(pod, files, pod_ip=local.address, argv=argv)
+        if view is None:
+            await asyncio.to_thread(_remove_files, files)
+            return
+        argv = [view.localised(word) for word in argv]
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(pointed_at_the_local_dashboard(value))
+                for name, value in without_agent_owned(view.env).items()
+            },
+        }
+        process = self._process_for(view, argv, env=env, files=files, pod=pod)
         await process.start()
-        self._running[uid] = _Running(pod=pod, process=process, files=files)
+        self._running[uid] = _Running(pod=pod, process=process, files=files, view=view)
         await self._record(
             pod,
             reason="LocalRayStarted",
@@ -721,6 +743,136 @@ class LocalRayAgent:
         self._told = {told for told in self._told if told[0] != uid}
         await asyncio.to_thread(_remove_files, running.files, running.temp_dir)
 
+    # -- what a Pod's process sees (volumes, env) and what others see of it (LocalPods) -------
+
+    async def _prepare_view(
+        self,
+        pod: Pod,
+        files: Path,
+        *,
+        pod_ip: str,
+        argv: Sequence[str],
+        temp_dir: Path | None = None,
+    ) -> PodView | None:
+        """The container's volumes and env, made; None (told in an Event, tried again next pass)
+        when a volume or an env reference cannot be made, as a kubelet would not start it."""
+        containers: Sequence[Object] = pod.get("spec", {}).get("containers") or [{}]
+        try:
+            return await self._views.prepare(
+                pod,
+                containers[0],
+                pod_dir=files,
+                pod_ip=pod_ip,
+                argv=argv,
+                sandboxed=await self._sandboxed(pod),
+                ray_temp_dir=temp_dir,
+            )
+        except UnresolvableEnvError as error:
+            await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
+        except UnmountableVolumeError as error:
+            await self._tell_once(pod, "FailedMount", f"no local process: {error}")
+        return None
+
+    def _process_for(
+        self, view: PodView, argv: Sequence[str], *, env: Mapping[str, str], files: Path, pod: Pod
+    ) -> LocalProcess:
+        """The Pod's process: in namespaces of its own (the sandbox execs `argv` as its spec
+        says), or where none can be made, `argv` itself in the view's working directory."""
+        if view.spec_path is not None:
+            argv, cwd = run_argv(view.spec_path), files
+        else:
+            cwd = Path(view.working_dir)
+        return LocalProcess(
+            argv, env=env, cwd=cwd, log_path=self._log_path(pod), records=self._records
+        )
+
+    async def _sandboxed(self, pod: Pod) -> bool:
+        """Whether this machine lets Pods have user and mount namespaces (probed once; where it
+        does not, one Warning Event and one log line say what Pods get instead)."""
+        if self._sandboxing is None:
+            probe = await asyncio.create_subprocess_exec(
+                *probe_argv(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+            )
+            _, error = await probe.communicate()
+            self._sandboxing = probe.returncode == 0
+            if not self._sandboxing:
+                message = (
+                    "this machine does not let the local Ray agent create user namespaces ("
+                    + error.decode(errors="replace").strip()[-200:]
+                    + "): local Pods see their volumes only through environment values naming a "
+                    "mount path (pointed at a local copy), not at their mount paths; allow "
+                    "unprivileged user namespaces (kernel.unprivileged_userns_clone=1, or on "
+                    "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) for the real view"
+                )
+                logger.warning("local Ray: %s", message)
+                await self._tell_once(pod, "LocalPodWithoutNamespaces", message)
+        return self._sandboxing
+
+    def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
+        """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first)."""
+        running = self._running_pod(namespace, pod)
+        if running is None or running.view is None:
+            return None
+        containers: Sequence[Object] = running.pod.get("spec", {}).get("containers") or [{}]
+        first = str(containers[0].get("name") or "")
+        uid = str(running.pod["metadata"].get("uid") or "")
+        if container is None or container == first:
+            process = running.process
+            return LocalContainer(
+                namespace=namespace,
+                pod=pod,
+                pod_uid=uid,
+                container=first,
+                log_path=process.log_path,
+                env=process.env,
+                working_dir=running.view.working_dir,
+                namespace_pid=(
+                    process.pid
+                    if running.view.spec_path is not None and process.returncode is None
+                    else None
+                ),
+                ports=self._pod_ports(running),
+            )
+        autoscaler = running.autoscaler
+        if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:
+            return LocalContainer(
+                namespace=namespace,
+                pod=pod,
+                pod_uid=uid,
+                container=container,
+                log_path=autoscaler.log_path,
+                env=autoscaler.env,
+                working_dir=str(running.files),
+            )
+        return None
+
+    def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
+        """`LocalPods`: where a Pod port of a Pod the agent runs listens on this machine."""
+        running = self._running_pod(namespace, pod)
+        if running is None or running.process.returncode is not None:
+            return None
+        return self._pod_ports(running).get(port)
+
+    def _running_pod(self, namespace: str, pod: str) -> _Running | None:
+        for running in self._running.values():
+            metadata = running.pod["metadata"]
+            if metadata.get("namespace") == namespace and metadata.get("name") == pod:
+                return running
+        return None
+
+    @staticmethod
+    def _pod_ports(running: _Running) -> dict[int, tuple[str, int]]:
+        if running.plan is None or running.ports is None:
+            return {}
+        return {
+            pod_port: (
+                running.address,
+                SERVE_PROXY_PORT if target == SERVE_TARGET else getattr(running.ports, target),
+            )
+            for pod_port, target in pod_port_targets(running.plan).items()
+            if target == SERVE_TARGET or getattr(running.ports, target)
+        }
+
     # -- helpers --------------------------------------------------------------------------------
 
     async def _has_room(self, pod: Pod, *, new_cluster: bool) -> bool:
@@ -744,31 +896,6 @@ class LocalRayAgent:
         metadata = pod["metadata"]
         name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
         return self._store.get(RAY_CLUSTER, metadata.get("namespace", ""), name)
-
-    async def _copy_config_maps(
-        self, namespace: str, mounts: tuple[ConfigMapMount, ...], files: Path
-    ) -> dict[str, str]:
-        """Mount path → local directory holding the ConfigMap's files."""
-        local_dirs: dict[str, str] = {}
-        for mount in mounts:
-            try:
-                config_map = await self._client.get(
-                    CONFIG_MAP, mount.config_map, namespace=namespace
-                )
-            except NotFound:
-                if not mount.optional:
-                    logger.warning(
-                        "ConfigMap %s/%s mounted at %s does not exist",
-                        namespace,
-                        mount.config_map,
-                        mount.mount_path,
-                    )
-                continue
-            directory = files / "volumes" / mount.volume
-            written = config_map_files(mount, config_map.get("data") or {})
-            await asyncio.to_thread(_write_files, directory, written)
-            local_dirs[mount.mount_path] = str(directory)
-        return local_dirs
 
     async def _tell_once(self, pod: Pod, reason: str, message: str) -> bool:
         """A Warning Event the first time a Pod has `reason`; whether this call told it."""
@@ -859,13 +986,6 @@ async def _answers_ok(host: str, port: int, path: str) -> bool:
         with contextlib.suppress(OSError):
             await writer.wait_closed()
     return status_line.split(b" ")[1:2] == [b"200"]
-
-
-def _write_files(directory: Path, files: Mapping[str, str]) -> None:
-    for relative, content in files.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
 
 
 def _remove_files(*paths: Path | None) -> None:
