@@ -95,12 +95,14 @@ def test_every_local_volume_kind_is_planned_at_its_mount_path_parents_first() ->
     )
     code = mounts["/home/ray/samples/deep"]
     assert code.source == KeyFiles("ConfigMap", "code-cm", (("a", "sub/a.py", 0o600),), 0o755)
-    assert code.written_by_agent and not code.read_only
+    assert code.written_by_agent
+    assert not code.read_only
     assert mounts["/home/ray/one.py"].sub_path == "sub/a.py"
     assert mounts["/etc/creds"].source == KeyFiles("Secret", "creds", optional=True)
     assert isinstance(mounts["/etc/podinfo"].source, DownwardFiles)
     assert mounts["/dev/shm"].source == EmptyDir(memory=True, size_limit=1024**3)
-    assert mounts["/scratch"].source == EmptyDir() and mounts["/scratch"].read_only
+    assert mounts["/scratch"].source == EmptyDir()
+    assert mounts["/scratch"].read_only
     assert not mounts["/scratch"].written_by_agent
     assert mounts["/data"].source == HostPath("/srv/data")
     assert mounts["/claimed"].source == Claim("pvc", read_only=True)

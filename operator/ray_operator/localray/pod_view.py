@@ -164,9 +164,9 @@ class PodViews:
             files = await self._files(pod, source)
             await asyncio.to_thread(_write_volume, base, files)
         path = base / mount.sub_path if mount.sub_path else base
-        if own and mount.sub_path:
+        if own and mount.sub_path and not path.exists():
             # As the kubelet: a missing subPath of the Pod's own volume is made (a directory).
-            await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+            await asyncio.to_thread(path.mkdir, parents=True)
         if not path.exists():
             raise UnmountableVolumeError(
                 f"volume {mount.volume!r}: {path} does not exist on this machine (the local Ray "
