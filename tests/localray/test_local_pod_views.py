@@ -4,7 +4,8 @@ in user and mount namespaces of their own, and the machine's filesystem stays as
 One `ray-operator dev` serves the module: KubeRay's own `ray-job.sample.yaml`, unchanged, runs its
 script from its mounted ConfigMap; a worker whose Secret is missing is told so and starts once it
 exists, then shows (to a command run in its namespaces, as `kubectl exec` runs one) its Secret,
-downward API file, emptyDir, a `subPath` file and read-only mounts that refuse writes.
+downward API file, an emptyDir at two mount paths (one under `/` itself), a `subPath` file and
+read-only mounts that refuse writes.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ spec:
                 - {{name: auth, mountPath: /etc/redis-auth}}
                 - {{name: info, mountPath: {home}/podinfo}}
                 - {{name: scratch, mountPath: {home}/scratch}}
+                - {{name: scratch, mountPath: {top}/scratch}}
                 - {{name: settings, mountPath: {home}/app/run.py, subPath: run.py}}
                 - {{name: data, mountPath: {home}/data, readOnly: true}}
           volumes:
@@ -164,11 +166,12 @@ def in_pod(pid: int, script: str) -> subprocess.CompletedProcess[str]:
 def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_only_where_told(
     dev: DevOperator, kubectl: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
-    home = f"/home/local-pod-{uuid.uuid4().hex[:8]}"  # absent on the host: made in the Pod only
+    # Absent on the host, made in the Pod's view only (the second under `/` itself).
+    home, top = f"/home/local-pod-{uuid.uuid4().hex[:8]}", f"/local-pod-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "data"
     data.mkdir()
     (data / "input.txt").write_text("from the host")
-    manifest = textwrap.dedent(WORKER_CLUSTER).format(home=home, data=data)
+    manifest = textwrap.dedent(WORKER_CLUSTER).format(home=home, top=top, data=data)
     kubectl("apply", "-n", namespace, "-f", "-", input_text=manifest)
     worker = ""
 
@@ -214,13 +217,14 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     assert lines[1] == worker
     assert 'team="blue"' in lines[2:-2]
     assert lines[-2:] == ["print('run')", "from the host"]
-    assert in_pod(pid, f"cat {home}/scratch/note").stdout == "kept\n"
+    assert in_pod(pid, f"cat {top}/scratch/note").stdout == "kept\n"
 
     for read_only in ("/etc/redis-auth/new", f"{home}/data/new", f"{home}/podinfo/new"):
         refused = in_pod(pid, f"touch {read_only}")
         assert "Read-only file system" in refused.stderr, read_only
     assert not (data / "new").exists()
     assert not Path(home).exists(), f"{home} was made on the host"
+    assert not Path(top).exists(), f"{top} was made on the host"
 
     kubectl("delete", "-n", namespace, "raycluster/viewed", "--wait=true", "--timeout=120s")
     wait_until(lambda: not processes_on(address), timeout=60, interval=0.5, what="no processes")

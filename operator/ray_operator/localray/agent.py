@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import errno
 import logging
 import os
 import shutil
@@ -439,8 +440,8 @@ class LocalRayAgent:
         plan = dataclasses.replace(plan, env=without_agent_owned(view.env))
         env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
         env = {name: view.localised(value) for name, value in env.items()}
-        process = self._process_for(view, argv, env=env, files=files, pod=pod)
         try:
+            process = self._process_for(view, argv, env=env, files=files, pod=pod)
             await process.start()
         except OSError:
             await asyncio.to_thread(_remove_files, files, temp_dir)
@@ -779,6 +780,9 @@ class LocalRayAgent:
         """The Pod's process: in namespaces of its own (the sandbox execs `argv` as its spec
         says), or where none can be made, `argv` itself in the view's working directory."""
         if view.spec_path is not None:
+            # Exec'd by the sandbox: a missing program must fail here, as a spawn of it would.
+            if shutil.which(argv[0], path=env.get("PATH")) is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
             argv, cwd = run_argv(view.spec_path), files
         else:
             cwd = Path(view.working_dir)

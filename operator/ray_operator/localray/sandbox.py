@@ -9,8 +9,8 @@ filesystem outside the Pod's directory:
 - a mount path whose parent does not exist (`/home/ray/samples` on a machine without
   `/home/ray`) is made in a copy of its nearest existing ancestor: a tmpfs over that ancestor
   holding bind mounts of each of its entries, so the ancestor reads as before and the new
-  directories exist only in this namespace. An ancestor of `/` itself is refused (a new root
-  for one directory is more than a local Pod needs).
+  directories exist only in this namespace. Where that ancestor is `/` itself, the copy becomes
+  the namespace's root (built in the Pod's /tmp, moved onto `/`, entered with chroot).
 
 Sources are opened before anything is mounted (in the new namespace: a mount of another cannot be
 bound) and bound from `/proc/self/fd/N`, so a mount over `/tmp` or `/home` never hides a source
@@ -40,6 +40,7 @@ MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
 MS_REMOUNT = 32
+MS_MOVE = 8192
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
@@ -128,14 +129,17 @@ def _write_map(name: str, line: str, *, required: bool = False) -> bool:
 
 
 class MountNamespace:
-    """Mounts made in this process's own mount namespace; directories it made are its own."""
+    """Mounts made in this process's own mount namespace, and what in it is ours to write to."""
 
     def __init__(self) -> None:
-        self._own: list[str] = []
-        """Directories whose content is ours to add to (a tmpfs copy, the private /tmp)."""
+        self._own_trees: list[str] = []
+        """Directories whose whole tree is the Pod's (its private /tmp)."""
+        self._own_dirs: set[str] = set()
+        """Directories of the namespace's own (tmpfs copies, directories made in them): only
+        their direct entries are ours, not what a bind mount in them shows."""
 
-    def own(self, directory: str) -> None:
-        self._own.append(directory.rstrip("/") or "/")
+    def own_tree(self, directory: str) -> None:
+        self._own_trees.append(directory.rstrip("/") or "/")
 
     def bind(self, source_fd: int, target: str, *, read_only: bool) -> None:
         """Bind what `source_fd` names at `target`, made first if missing."""
@@ -156,6 +160,7 @@ class MountNamespace:
 
     def ensure(self, path: str, *, is_dir: bool) -> None:
         """Make `path` exist (a directory or an empty file) without writing to the host."""
+        path = os.path.normpath(path)
         try:
             found = os.lstat(path)
         except FileNotFoundError:
@@ -168,50 +173,95 @@ class MountNamespace:
         ancestor = _nearest_existing(path)
         if not self._is_own(ancestor):
             if ancestor == "/":
-                raise SandboxError(
-                    f"{path}: no directory on its way exists on this machine but `/`, and a "
-                    "local Pod does not get a root of its own; mount it under a directory that "
-                    "exists (such as /home or /tmp)"
-                )
-            self._copy(ancestor)
-        parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
+                self._new_root()
+            else:
+                self._copy(ancestor)
+        missing = []
+        current = os.path.dirname(path)
+        while current != ancestor:
+            missing.append(current)
+            current = os.path.dirname(current)
+        for directory in reversed(missing):
+            os.mkdir(directory)
+            self._own_dirs.add(directory)
         if is_dir:
             os.mkdir(path)
+            self._own_dirs.add(path)
         else:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
 
     def _is_own(self, path: str) -> bool:
-        return any(path == own or path.startswith(own.rstrip("/") + "/") for own in self._own)
+        return path in self._own_dirs or any(
+            path == tree or path.startswith(tree + "/") for tree in self._own_trees
+        )
 
     def _copy(self, directory: str) -> None:
         """Cover `directory` with a tmpfs holding bind mounts of each of its entries."""
-        entries: list[tuple[str, int | str]] = []
+        entries = _entries(directory)
         try:
-            with os.scandir(directory) as listing:
-                for entry in listing:
-                    if len(entries) >= MAX_MIRRORED_ENTRIES:
-                        raise SandboxError(
-                            f"{directory} has more than {MAX_MIRRORED_ENTRIES} entries to copy"
-                        )
-                    if entry.is_symlink():
-                        entries.append((entry.name, os.readlink(entry.path)))
-                    else:
-                        flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-                        entries.append((entry.name, os.open(entry.path, flags)))
             mode = os.stat(directory).st_mode & 0o7777
             _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o}")
-            self.own(directory)
-            for name, source in entries:
-                target = os.path.join(directory, name)
-                if isinstance(source, str):
-                    os.symlink(source, target)
-                else:
-                    self.bind(source, target, read_only=False)
+            self._own_dirs.add(directory)
+            self._fill(directory, entries)
         finally:
-            for _, source in entries:
-                if isinstance(source, int):
-                    os.close(source)
+            _close(entries)
+
+    def _new_root(self) -> None:
+        """Make `/` a tmpfs holding bind mounts of the old root's entries: built in the Pod's
+        /tmp, moved onto `/`, entered with chroot (the old root stays beneath, unreachable)."""
+        entries = _entries("/")
+        staging = "/tmp/.pod-root"
+        try:
+            os.mkdir(staging, 0o755)
+            _mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+            self._fill(staging, entries)
+        finally:
+            _close(entries)
+        os.chdir(staging)
+        _mount(".", "/", None, MS_MOVE)
+        os.chroot(".")
+        os.chdir("/")
+        self._own_dirs = {"/"}
+
+    def _fill(self, directory: str, entries: list[tuple[str, int | str]]) -> None:
+        for name, source in entries:
+            target = os.path.join(directory, name)
+            if isinstance(source, str):
+                os.symlink(source, target)
+                continue
+            is_dir = stat.S_ISDIR(os.fstat(source).st_mode)
+            if is_dir:
+                os.mkdir(target)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            _mount(f"/proc/self/fd/{source}", target, None, MS_BIND | MS_REC)
+
+
+def _entries(directory: str) -> list[tuple[str, int | str]]:
+    """Each entry of `directory`: an O_PATH descriptor, or a symlink's target."""
+    entries: list[tuple[str, int | str]] = []
+    try:
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if len(entries) >= MAX_MIRRORED_ENTRIES:
+                    raise SandboxError(
+                        f"{directory} has more than {MAX_MIRRORED_ENTRIES} entries to copy"
+                    )
+                if entry.is_symlink():
+                    entries.append((entry.name, os.readlink(entry.path)))
+                else:
+                    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+                    entries.append((entry.name, os.open(entry.path, flags)))
+    except BaseException:
+        _close(entries)
+        raise
+    return entries
+
+
+def _close(entries: list[tuple[str, int | str]]) -> None:
+    for _, source in entries:
+        if isinstance(source, int):
+            os.close(source)
 
 
 def _nearest_existing(path: str) -> str:
@@ -235,7 +285,7 @@ def run(spec: dict[str, object]) -> None:
     private_tmp = _open_source(str(spec["private_tmp"]))
     namespace = MountNamespace()
     namespace.bind(private_tmp, "/tmp", read_only=False)
-    namespace.own("/tmp")
+    namespace.own_tree("/tmp")
     for mount, source in zip(mounts, sources, strict=True):
         target = str(mount["target"])
         if source is None:
