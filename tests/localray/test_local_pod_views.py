@@ -22,7 +22,13 @@ from ray_operator.localray.plan import cluster_address
 from ray_operator.localray.sandbox import enter_argv
 
 from tests.conftest import KUBERAY_FIXTURES, Kubectl
-from tests.localray.dev_operator import DevOperator, events_of, processes_on
+from tests.localray.dev_operator import (
+    DevOperator,
+    events_of,
+    namespace_for,
+    processes_on,
+    running_dev,
+)
 from tests.runtime.processes import wait_until
 
 pytestmark = [
@@ -38,28 +44,14 @@ JOB_STATUS = "{.status.jobStatus}/{.status.jobDeploymentStatus}"
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevOperator]:
-    operator = DevOperator(
-        tmp_path_factory.mktemp("local-pod-views") / "dev",
-        "--local-ray-max-clusters=1",
-        "--local-ray-max-nodes=3",
-    )
-    try:
-        operator.wait_ready()
-        yield operator
-    finally:
-        operator.stop()
+    directory = tmp_path_factory.mktemp("local-pod-views") / "dev"
+    with running_dev(directory, "--local-ray-max-clusters=1", "--local-ray-max-nodes=3") as dev:
+        yield dev
 
 
 @pytest.fixture
-def kubectl(dev: DevOperator) -> Kubectl:
-    return dev.kubectl
-
-
-@pytest.fixture
-def namespace(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
-    name = request.node.name.lower().replace("_", "-")[:50].strip("-")
-    kubectl("create", "namespace", name)
-    return name
+def namespace(dev: DevOperator, request: pytest.FixtureRequest) -> str:
+    return namespace_for(dev.kubectl, request)
 
 
 def field(kubectl: Kubectl, namespace: str, kind_name: str, path: str) -> str:
@@ -67,8 +59,9 @@ def field(kubectl: Kubectl, namespace: str, kind_name: str, path: str) -> str:
 
 
 def test_kuberays_ray_job_sample_runs_unchanged_from_its_mounted_config_map(
-    kubectl: Kubectl, namespace: str
+    dev: DevOperator, namespace: str
 ) -> None:
+    kubectl = dev.kubectl
     home_ray_existed = Path("/home/ray").exists()
     kubectl("apply", "-n", namespace, "-f", str(KUBERAY_FIXTURES / "ray-job.sample.yaml"))
 
@@ -164,8 +157,9 @@ def in_pod(pid: int, script: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_only_where_told(
-    dev: DevOperator, kubectl: Kubectl, namespace: str, tmp_path: Path
+    dev: DevOperator, namespace: str, tmp_path: Path
 ) -> None:
+    kubectl = dev.kubectl
     # Absent on the host, made in the Pod's view only (the second under `/` itself).
     home, top = f"/home/local-pod-{uuid.uuid4().hex[:8]}", f"/local-pod-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "data"

@@ -819,35 +819,20 @@ class LocalRayAgent:
             return None
         containers: Sequence[Object] = running.pod.get("spec", {}).get("containers") or [{}]
         first = str(containers[0].get("name") or "")
-        uid = str(running.pod["metadata"].get("uid") or "")
         if container is None or container == first:
-            process = running.process
-            return LocalContainer(
-                namespace=namespace,
-                pod=pod,
-                pod_uid=uid,
-                container=first,
-                log_path=process.log_path,
-                env=process.env,
-                working_dir=running.view.working_dir,
-                namespace_pid=(
-                    process.pid
-                    if running.view.spec_path is not None and process.returncode is None
-                    else None
-                ),
+            process, view = running.process, running.view
+            alive = process.returncode is None
+            return _local_container(
+                running,
+                first,
+                process,
+                working_dir=view.working_dir,
+                namespace_pid=process.pid if view.spec_path is not None and alive else None,
                 ports=self._pod_ports(running),
             )
         autoscaler = running.autoscaler
         if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:
-            return LocalContainer(
-                namespace=namespace,
-                pod=pod,
-                pod_uid=uid,
-                container=container,
-                log_path=autoscaler.log_path,
-                env=autoscaler.env,
-                working_dir=str(running.files),
-            )
+            return _local_container(running, container, autoscaler, working_dir=str(running.files))
         return None
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
@@ -923,6 +908,29 @@ class LocalRayAgent:
     def _log_path(self, pod: Pod) -> Path:
         metadata = pod["metadata"]
         return self._options.directory / "logs" / f"{metadata['namespace']}_{metadata['name']}.log"
+
+
+def _local_container(
+    running: _Running,
+    name: str,
+    process: LocalProcess,
+    *,
+    working_dir: str,
+    namespace_pid: int | None = None,
+    ports: Mapping[int, tuple[str, int]] | None = None,
+) -> LocalContainer:
+    metadata = running.pod["metadata"]
+    return LocalContainer(
+        namespace=str(metadata.get("namespace") or ""),
+        pod=str(metadata.get("name") or ""),
+        pod_uid=str(metadata.get("uid") or ""),
+        container=name,
+        log_path=process.log_path,
+        env=process.env,
+        working_dir=working_dir,
+        namespace_pid=namespace_pid,
+        ports=ports or {},
+    )
 
 
 def _wants_process(pod: Pod) -> bool:
