@@ -4,14 +4,16 @@ in user and mount namespaces of their own, and the machine's filesystem stays as
 One `ray-operator dev` serves the module: KubeRay's own `ray-job.sample.yaml`, unchanged, runs its
 script from its mounted ConfigMap; a worker whose Secret is missing is told so and starts once it
 exists, then shows (to a command run in its namespaces, as `kubectl exec` runs one) its Secret,
-downward API file, an emptyDir at two mount paths (one under `/` itself), a `subPath` file and
-read-only mounts that refuse writes.
+downward API file, an emptyDir at two mount paths (one under `/` itself), a `subPath` file,
+read-only mounts that refuse writes, its own `/etc/hosts` entry, and a `ray.init()` there joins its
+cluster through Ray's default `/tmp/ray`.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -150,7 +152,7 @@ def in_pod(pid: int, script: str) -> subprocess.CompletedProcess[str]:
         enter_argv(pid, "/", ["sh", "-c", script]),
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=120,  # a driver joining a cluster on a loaded machine
         check=False,
         env={"PATH": os.environ["PATH"]},
     )
@@ -212,6 +214,19 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     assert 'team="blue"' in lines[2:-2]
     assert lines[-2:] == ["print('run')", "from the host"]
     assert in_pod(pid, f"cat {top}/scratch/note").stdout == "kept\n"
+    assert in_pod(pid, f"grep -w {worker} /etc/hosts").stdout.split() == [address, worker]
+
+    # Ray's default temp dir is the node's: a driver started there joins the Pod's cluster
+    # (once the node has started, as `ray start` writes the cluster's address last).
+    kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{worker}", "--timeout=120s")
+    # The address is read from the file by hand: were it missing, a bare `ray.init()` would start
+    # a cluster of its own (and leave a token in ~/.ray that turns auth on for later heads).
+    driver = (
+        "import ray; ray.init(address=open('/tmp/ray/ray_current_cluster').read().strip()); "
+        "print(ray.cluster_resources()['CPU'])"
+    )
+    joined = in_pod(pid, f'{sys.executable} -c "{driver}"')
+    assert joined.stdout.splitlines()[-1:] == ["1.0"], joined.stderr[-2000:]
 
     for read_only in ("/etc/redis-auth/new", f"{home}/data/new", f"{home}/podinfo/new"):
         refused = in_pod(pid, f"touch {read_only}")

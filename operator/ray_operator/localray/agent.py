@@ -433,7 +433,15 @@ class LocalRayAgent:
             temp_dir=str(temp_dir),
             gcs_address=gcs,
         )
-        view = await self._prepare_view(pod, files, pod_ip=address, argv=argv, temp_dir=temp_dir)
+        head = None if plan.is_head else self._head_of(pod)
+        view = await self._prepare_view(
+            pod,
+            files,
+            pod_ip=address,
+            argv=argv,
+            temp_dir=temp_dir,
+            head_temp_dir=None if head is None else head.temp_dir,
+        )
         if view is None:
             await asyncio.to_thread(_remove_files, files, temp_dir)
             return None
@@ -550,6 +558,11 @@ class LocalRayAgent:
             logger.warning("cannot write the status of Pod %s: %s", metadata["name"], error)
             return False
         return True
+
+    def _head_of(self, pod: Pod) -> _Running | None:
+        """The running head of a worker Pod's cluster."""
+        found = self._ready_head(pod)
+        return None if found is None else self._running.get(found.head_uid)
 
     def _ready_head(self, pod: Pod) -> LocalCluster | None:
         metadata = pod["metadata"]
@@ -754,6 +767,7 @@ class LocalRayAgent:
         pod_ip: str,
         argv: Sequence[str],
         temp_dir: Path | None = None,
+        head_temp_dir: Path | None = None,
     ) -> PodView | None:
         """The container's volumes and env, made; None (told in an Event, tried again next pass)
         when a volume or an env reference cannot be made, as a kubelet would not start it."""
@@ -767,6 +781,7 @@ class LocalRayAgent:
                 argv=argv,
                 sandboxed=await self._sandboxed(pod),
                 ray_temp_dir=temp_dir,
+                head_temp_dir=head_temp_dir,
             )
         except UnresolvableEnvError as error:
             await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")

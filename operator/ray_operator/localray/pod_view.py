@@ -95,9 +95,14 @@ class PodViews:
         argv: Sequence[str],
         sandboxed: bool,
         ray_temp_dir: Path | None = None,
+        head_temp_dir: Path | None = None,
     ) -> PodView:
         """Read and write what the container's process needs; UnmountableVolumeError or
-        UnresolvableEnvError (raised before any file is written) say why it cannot start."""
+        UnresolvableEnvError (raised before any file is written) say why it cannot start.
+
+        `head_temp_dir`: a worker's head's temp dir, shown at its path too: every node of a
+        cluster shares its address here, so `ray.init()` on a worker picks the head's raylet (as
+        Ray does for nodes on one host) and must reach its sockets."""
         namespace = str(pod["metadata"].get("namespace") or "")
         sources = await self._env_sources(namespace, container)
         env = container_env(pod, container, sources=sources, pod_ip=pod_ip)
@@ -120,6 +125,8 @@ class PodViews:
         if ray_temp_dir is not None:
             for target in (str(ray_temp_dir), RAY_DEFAULT_TEMP_DIR):
                 spec_mounts.append({"source": str(ray_temp_dir), "target": target})
+        if head_temp_dir is not None:
+            spec_mounts.append({"source": str(head_temp_dir), "target": str(head_temp_dir)})
         hosts = pod_dir / "hosts"
         name = str(pod["metadata"].get("name") or "")
         await asyncio.to_thread(_write_hosts, hosts, f"{pod_ip}\t{name}\n")
