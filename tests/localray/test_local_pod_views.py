@@ -135,15 +135,24 @@ data: {{greeting: hello, run.py: "print('run')"}}
 
 
 def worker_pid(address: str) -> int:
-    """The worker's `ray start` process: the one process living in its Pod's namespaces."""
+    """The worker's `ray start` process: the one process living in its Pod's namespaces (not a
+    child it forked a moment ago, which shows the same command line until it execs)."""
+    found = set()
     for pid in processes_on(address):
         try:
             words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         if b"start" in words and any(word.startswith(b"--address=") for word in words):
-            return pid
-    return 0
+            found.add(pid)
+    return next((pid for pid in sorted(found) if parent_of(pid) not in found), 0)
+
+
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def in_pod(pid: int, script: str) -> subprocess.CompletedProcess[str]:
@@ -217,8 +226,14 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     assert in_pod(pid, f"grep -w {worker} /etc/hosts").stdout.split() == [address, worker]
 
     # Ray's default temp dir is the node's: a driver started there joins the Pod's cluster
-    # (once the node has started, as `ray start` writes the cluster's address last).
-    kubectl("wait", "-n", namespace, "--for=condition=Ready", f"pod/{worker}", "--timeout=120s")
+    # (once the node has started: `ray start` writes the cluster's address last, even after the
+    # Pod turned Ready).
+    wait_until(
+        lambda: in_pod(pid, "test -f /tmp/ray/ray_current_cluster").returncode == 0,
+        timeout=120,
+        interval=0.5,
+        what="the worker's `ray start` to write the cluster's address",
+    )
     # The address is read from the file by hand: were it missing, a bare `ray.init()` would start
     # a cluster of its own (and leave a token in ~/.ray that turns auth on for later heads).
     driver = (
