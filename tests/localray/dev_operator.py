@@ -3,6 +3,7 @@ local Ray tests read from it: the addresses its agent tells in Events, the proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,8 +12,11 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import Kubectl
 from tests.runtime.processes import REPO_ROOT, free_port, wait_until
@@ -98,6 +102,24 @@ def _environment(kubeconfig: Path | None) -> dict[str, str]:
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
     return env
+
+
+@contextlib.contextmanager
+def running_dev(directory: Path, *flags: str) -> Iterator[DevOperator]:
+    """A `ray-operator dev` that is ready, stopped afterwards (a module's fixture)."""
+    operator = DevOperator(directory, *flags)
+    try:
+        operator.wait_ready()
+        yield operator
+    finally:
+        operator.stop()
+
+
+def namespace_for(kubectl: Kubectl, request: pytest.FixtureRequest) -> str:
+    """A namespace named after the test, created."""
+    name = request.node.name.lower().replace("_", "-")[:50].strip("-")
+    kubectl("create", "namespace", name)
+    return name
 
 
 def events_of(kubectl: Kubectl, namespace: str, name: str, reason: str) -> list[str]:

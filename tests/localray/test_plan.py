@@ -17,14 +17,13 @@ from ray_operator.localray.plan import (
     autoscaler_argv,
     autoscaler_env,
     cluster_address,
-    config_map_files,
-    config_map_mounts,
     container_env,
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
     plan_node,
     plan_submitter,
+    pod_port_targets,
     ray_start_argv,
     replace_address,
     rewrite_paths,
@@ -178,40 +177,6 @@ def test_serve_proxies_bind_the_clusters_address_and_workers_get_their_own_port(
     assert env["HOME"] == "/root"
 
 
-def test_config_map_volumes_become_files_laid_out_as_the_kubelet_does() -> None:
-    pod = {
-        "spec": {
-            "volumes": [
-                {"name": "code", "configMap": {"name": "code-cm"}},
-                {
-                    "name": "picked",
-                    "configMap": {
-                        "name": "picked-cm",
-                        "items": [
-                            {"key": "a", "path": "sub/a.py"},
-                            {"key": "b", "path": "../escape.py"},
-                        ],
-                    },
-                },
-                {"name": "scratch", "emptyDir": {}},
-            ]
-        }
-    }
-    container = {
-        "volumeMounts": [
-            {"name": "code", "mountPath": "/home/ray/code/"},
-            {"name": "picked", "mountPath": "/picked"},
-            {"name": "code", "mountPath": "/one-file.py", "subPath": "main.py"},
-            {"name": "scratch", "mountPath": "/scratch"},
-        ]
-    }
-    code, picked = config_map_mounts(pod, container)
-    assert (code.config_map, code.mount_path, code.items) == ("code-cm", "/home/ray/code", ())
-    assert picked.items == (("a", "sub/a.py"),)
-    assert config_map_files(code, {"main.py": "x", "../up": "y"}) == {"main.py": "x"}
-    assert config_map_files(picked, {"a": "1", "b": "2"}) == {"sub/a.py": "1"}
-
-
 def test_mount_paths_in_values_point_at_the_local_copies() -> None:
     local = {"/home/ray/apps": "/state/pods/u/volumes/apps", "/home/ray": "/state/home"}
     assert (
@@ -307,3 +272,23 @@ def test_a_clusters_address_is_loopback_but_never_the_one_ray_rewrites(uid: str)
     assert 2 <= octets[3] <= 253
     assert address != "127.0.0.1"
     assert cluster_address(uid) == address
+
+
+def test_a_heads_pod_ports_follow_its_ray_start_params() -> None:
+    cluster = shaped_cluster()  # the head sets port: "6380"
+    head = plan_node(with_pod_uid(build_head_pod(cluster, suffix="a")), cluster)
+    assert pod_port_targets(head) == {
+        6380: "gcs",
+        8265: "dashboard",
+        10001: "client_server",
+        8080: "metrics_export",
+        52365: "dashboard_agent_listen",
+        8000: "serve",
+    }
+    worker_pod = with_pod_uid(build_worker_pod(cluster, "small", suffix="b", replica_index=0))
+    worker = plan_node(worker_pod, cluster)
+    assert pod_port_targets(worker) == {
+        8080: "metrics_export",
+        52365: "dashboard_agent_listen",
+        8000: "serve_worker_proxy",
+    }

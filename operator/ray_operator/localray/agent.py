@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import errno
 import logging
 import os
 import shutil
@@ -49,7 +50,8 @@ from ray_operator import labels as names
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
-    ConfigMapMount,
+    SERVE_PROXY_PORT,
+    SERVE_TARGET,
     KubeAccess,
     NodePlan,
     NodePorts,
@@ -58,30 +60,33 @@ from ray_operator.localray.plan import (
     autoscaler_argv,
     autoscaler_env,
     cluster_address,
-    config_map_files,
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
     plan_node,
     plan_submitter,
+    pod_port_targets,
     ray_start_argv,
     replace_address,
-    rewrite_paths,
     shape_summary,
+    without_agent_owned,
 )
+from ray_operator.localray.pod_view import PodView, PodViews
 from ray_operator.localray.probing import first_answer_line
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
 from ray_operator.localray.redis import HeadRedis, LocalRedisServers
+from ray_operator.localray.sandbox import probe_argv, run_argv
 from ray_operator.localray.scope import (
     CreatedObjects,
     controller_of_kind,
     runs_the_template_of,
 )
 from ray_operator.localray.views import LocalContainer
+from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEnvError
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
-from ray_operator.runtime.kinds import CONFIG_MAP, JOB, POD, RAY_CLUSTER, RAY_JOB
+from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
 from ray_operator.status.rayjob import format_time
 
@@ -99,8 +104,6 @@ RAYLET_HEALTH_PATH = "/api/local_raylet_healthz"
 logger = logging.getLogger(__name__)
 
 Object = Mapping[str, Any]
-SERVE_PROXY_PORT = 8000
-"""Ray Serve's head proxy port (not configurable per node; each cluster has its own address)."""
 MAX_RESTART_BACKOFF = 300.0
 """The longest wait before a Ray node that keeps ending starts again (a kubelet's 5 minutes)."""
 
@@ -202,6 +205,7 @@ class _Running:
     autoscaler: LocalProcess | None = None
     ready_reported: bool = False
     ended_reported: bool = False
+    view: PodView | None = None
 
 
 class LocalRayAgent:
@@ -249,6 +253,9 @@ class LocalRayAgent:
             records=self._records,
             path=environment["PATH"],
         )
+        self._views = PodViews(client)
+        self._sandboxing: bool | None = None
+        """Whether Pods get user and mount namespaces of their own (probed once)."""
 
     async def run(self) -> NoReturn:
         """Poll the fake node's Pods until cancelled; then stop every process."""
@@ -362,6 +369,8 @@ class LocalRayAgent:
         running = await self._start_node(
             pod, plan, ports=ports, address=address, gcs=None, redis=redis
         )
+        if running is None:
+            return
         running.head_uid = uid
         self._registry.put(
             plan.namespace,
@@ -405,6 +414,8 @@ class LocalRayAgent:
             address=head.address,
             gcs=f"{head.address}:{head.gcs_port}",
         )
+        if running is None:
+            return
         running.head_uid = head.head_uid
         await self._record(
             pod,
@@ -437,7 +448,8 @@ class LocalRayAgent:
         address: str,
         gcs: str | None,
         redis: HeadRedis | None = None,
-    ) -> _Running:
+    ) -> _Running | None:
+        """The node's process, started; None when its volumes or env cannot be made (told)."""
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
         others = [
             name
@@ -455,10 +467,6 @@ class LocalRayAgent:
                 "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
             )
         files = self._pod_directory(pod)
-        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
-        env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
-        env = {name: rewrite_paths(value, local_dirs) for name, value in env.items()}
-        env.update(redis.env if redis else {})
         # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
         temp_dir = Path(tempfile.mkdtemp(prefix="rayop-"))
         argv = ray_start_argv(
@@ -470,10 +478,24 @@ class LocalRayAgent:
             gcs_address=gcs,
         )
         argv += redis.flags if redis else ()
-        process = LocalProcess(
-            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
+        head = None if plan.is_head else self._head_of(pod)
+        view = await self._prepare_view(
+            pod,
+            files,
+            pod_ip=address,
+            argv=argv,
+            temp_dir=temp_dir,
+            head_temp_dir=None if head is None else head.temp_dir,
         )
+        if view is None:
+            await asyncio.to_thread(_remove_files, files, temp_dir)
+            return None
+        plan = dataclasses.replace(plan, env=without_agent_owned(view.env))
+        env = node_env(plan, base=self._base_env, node_ip=address, ports=ports)
+        env = {name: view.localised(value) for name, value in env.items()}
+        env.update(redis.env if redis else {})
         try:
+            process = self._process_for(view, argv, env=env, files=files, pod=pod)
             await process.start()
         except OSError:
             await asyncio.to_thread(_remove_files, files, temp_dir)
@@ -486,6 +508,7 @@ class LocalRayAgent:
             plan=plan,
             ports=ports,
             address=address,
+            view=view,
         )
         self._running[plan.uid] = running
         return running
@@ -582,6 +605,11 @@ class LocalRayAgent:
             return False
         return True
 
+    def _head_of(self, pod: Pod) -> _Running | None:
+        """The running head of a worker Pod's cluster."""
+        found = self._ready_head(pod)
+        return None if found is None else self._running.get(found.head_uid)
+
     def _ready_head(self, pod: Pod) -> LocalCluster | None:
         metadata = pod["metadata"]
         cluster_name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
@@ -612,19 +640,26 @@ class LocalRayAgent:
         in_cluster_address, local = target
         local_address = f"{local.address}:{local.dashboard_port}"
         files = self._pod_directory(pod)
-        local_dirs = await self._copy_config_maps(plan.namespace, plan.mounts, files)
 
-        def localised(text: str) -> str:
-            text = replace_address(text, old=in_cluster_address, new=local_address)
-            return rewrite_paths(text, local_dirs)
+        def pointed_at_the_local_dashboard(text: str) -> str:
+            return replace_address(text, old=in_cluster_address, new=local_address)
 
-        argv = [localised(word) for word in plan.argv]
-        env = {**self._base_env, **{name: localised(value) for name, value in plan.env.items()}}
-        process = LocalProcess(
-            argv, env=env, cwd=files, log_path=self._log_path(pod), records=self._records
-        )
+        argv = [pointed_at_the_local_dashboard(word) for word in plan.argv]
+        view = await self._prepare_view(pod, files, pod_ip=local.address, argv=argv)
+        if view is None:
+            await asyncio.to_thread(_remove_files, files)
+            return
+        argv = [view.localised(word) for word in argv]
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(pointed_at_the_local_dashboard(value))
+                for name, value in without_agent_owned(view.env).items()
+            },
+        }
+        process = self._process_for(view, argv, env=env, files=files, pod=pod)
         await process.start()
-        self._running[uid] = _Running(pod=pod, process=process, files=files)
+        self._running[uid] = _Running(pod=pod, process=process, files=files, view=view)
         await self._record(
             pod,
             reason="LocalRayStarted",
@@ -805,6 +840,126 @@ class LocalRayAgent:
         self._told = {told for told in self._told if told[0] != uid}
         await asyncio.to_thread(_remove_files, running.files, running.temp_dir)
 
+    # -- what a Pod's process sees (volumes, env) and what others see of it (LocalPods) -------
+
+    async def _prepare_view(
+        self,
+        pod: Pod,
+        files: Path,
+        *,
+        pod_ip: str,
+        argv: Sequence[str],
+        temp_dir: Path | None = None,
+        head_temp_dir: Path | None = None,
+    ) -> PodView | None:
+        """The container's volumes and env, made; None (told in an Event, tried again next pass)
+        when a volume or an env reference cannot be made, as a kubelet would not start it."""
+        containers: Sequence[Object] = pod.get("spec", {}).get("containers") or [{}]
+        try:
+            return await self._views.prepare(
+                pod,
+                containers[0],
+                pod_dir=files,
+                pod_ip=pod_ip,
+                argv=argv,
+                sandboxed=await self._sandboxed(pod),
+                ray_temp_dir=temp_dir,
+                head_temp_dir=head_temp_dir,
+            )
+        except UnresolvableEnvError as error:
+            await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
+        except UnmountableVolumeError as error:
+            await self._tell_once(pod, "FailedMount", f"no local process: {error}")
+        return None
+
+    def _process_for(
+        self, view: PodView, argv: Sequence[str], *, env: Mapping[str, str], files: Path, pod: Pod
+    ) -> LocalProcess:
+        """The Pod's process: in namespaces of its own (the sandbox execs `argv` as its spec
+        says), or where none can be made, `argv` itself in the view's working directory."""
+        if view.spec_path is not None:
+            # Exec'd by the sandbox: a missing program must fail here, as a spawn of it would.
+            if shutil.which(argv[0], path=env.get("PATH")) is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+            argv, cwd = run_argv(view.spec_path), files
+        else:
+            cwd = Path(view.working_dir)
+        return LocalProcess(
+            argv, env=env, cwd=cwd, log_path=self._log_path(pod), records=self._records
+        )
+
+    async def _sandboxed(self, pod: Pod) -> bool:
+        """Whether this machine lets Pods have user and mount namespaces (probed once; where it
+        does not, one Warning Event and one log line say what Pods get instead)."""
+        if self._sandboxing is None:
+            probe = await asyncio.create_subprocess_exec(
+                *probe_argv(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+            )
+            _, error = await probe.communicate()
+            self._sandboxing = probe.returncode == 0
+            if not self._sandboxing:
+                message = (
+                    "this machine does not let the local Ray agent create user namespaces ("
+                    + error.decode(errors="replace").strip()[-200:]
+                    + "): local Pods see their volumes only through environment values naming a "
+                    "mount path (pointed at a local copy), not at their mount paths; allow "
+                    "unprivileged user namespaces (kernel.unprivileged_userns_clone=1, or on "
+                    "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) for the real view"
+                )
+                logger.warning("local Ray: %s", message)
+                await self._tell_once(pod, "LocalPodWithoutNamespaces", message)
+        return self._sandboxing
+
+    def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
+        """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first)."""
+        running = self._running_pod(namespace, pod)
+        if running is None or running.view is None:
+            return None
+        containers: Sequence[Object] = running.pod.get("spec", {}).get("containers") or [{}]
+        first = str(containers[0].get("name") or "")
+        if container is None or container == first:
+            process, view = running.process, running.view
+            alive = process.returncode is None
+            return _local_container(
+                running,
+                first,
+                process,
+                working_dir=view.working_dir,
+                namespace_pid=process.pid if view.spec_path is not None and alive else None,
+                ports=self._pod_ports(running),
+            )
+        autoscaler = running.autoscaler
+        if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:
+            return _local_container(running, container, autoscaler, working_dir=str(running.files))
+        return None
+
+    def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
+        """`LocalPods`: where a Pod port of a Pod the agent runs listens on this machine."""
+        running = self._running_pod(namespace, pod)
+        if running is None or running.process.returncode is not None:
+            return None
+        return self._pod_ports(running).get(port)
+
+    def _running_pod(self, namespace: str, pod: str) -> _Running | None:
+        for running in self._running.values():
+            metadata = running.pod["metadata"]
+            if metadata.get("namespace") == namespace and metadata.get("name") == pod:
+                return running
+        return None
+
+    @staticmethod
+    def _pod_ports(running: _Running) -> dict[int, tuple[str, int]]:
+        if running.plan is None or running.ports is None:
+            return {}
+        return {
+            pod_port: (
+                running.address,
+                SERVE_PROXY_PORT if target == SERVE_TARGET else getattr(running.ports, target),
+            )
+            for pod_port, target in pod_port_targets(running.plan).items()
+            if target == SERVE_TARGET or getattr(running.ports, target)
+        }
+
     # -- helpers --------------------------------------------------------------------------------
 
     async def _has_room(self, pod: Pod, *, head_of: str | None) -> bool:
@@ -836,31 +991,6 @@ class LocalRayAgent:
         name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
         return self._store.get(RAY_CLUSTER, metadata.get("namespace", ""), name)
 
-    async def _copy_config_maps(
-        self, namespace: str, mounts: tuple[ConfigMapMount, ...], files: Path
-    ) -> dict[str, str]:
-        """Mount path → local directory holding the ConfigMap's files."""
-        local_dirs: dict[str, str] = {}
-        for mount in mounts:
-            try:
-                config_map = await self._client.get(
-                    CONFIG_MAP, mount.config_map, namespace=namespace
-                )
-            except NotFound:
-                if not mount.optional:
-                    logger.warning(
-                        "ConfigMap %s/%s mounted at %s does not exist",
-                        namespace,
-                        mount.config_map,
-                        mount.mount_path,
-                    )
-                continue
-            directory = files / "volumes" / mount.volume
-            written = config_map_files(mount, config_map.get("data") or {})
-            await asyncio.to_thread(_write_files, directory, written)
-            local_dirs[mount.mount_path] = str(directory)
-        return local_dirs
-
     async def _tell_once(self, pod: Pod, reason: str, message: str) -> bool:
         """A Warning Event the first time a Pod has `reason`; whether this call told it."""
         key = (pod["metadata"]["uid"], reason)
@@ -877,46 +1007,6 @@ class LocalRayAgent:
         with contextlib.suppress(KubeError):
             await self._events.record(pod, reason=reason, message=message, type=type)
 
-    # -- LocalPods: what the kubelet endpoint reads (a stand-in until Pods get namespaces) -------
-
-    def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
-        """The Pod's Ray container (the only one run locally), as its process sees itself."""
-        running = self._running_pod(namespace, pod)
-        if running is None:
-            return None
-        metadata = running.pod["metadata"]
-        containers = running.pod.get("spec", {}).get("containers") or []
-        name = containers[0]["name"] if containers else ""
-        if container not in (None, name):
-            return None
-        env = dict(running.process.env)
-        if running.ports is not None and running.ports.gcs:
-            env["RAY_ADDRESS"] = f"{running.address}:{running.ports.gcs}"  # `ray.init()` finds it
-        return LocalContainer(
-            namespace=namespace,
-            pod=pod,
-            pod_uid=str(metadata["uid"]),
-            container=name,
-            log_path=running.process.log_path,
-            env=env,
-            working_dir=str(running.files),
-            ports=_pod_ports(running),
-            running=running.process.returncode is None,
-        )
-
-    def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
-        running = self._running_pod(namespace, pod)
-        if running is None or running.process.returncode is not None:
-            return None
-        return _pod_ports(running).get(port)
-
-    def _running_pod(self, namespace: str, pod: str) -> _Running | None:
-        for running in self._running.values():
-            metadata = running.pod["metadata"]
-            if metadata.get("namespace") == namespace and metadata.get("name") == pod:
-                return running
-        return None
-
     def _pod_directory(self, pod: Pod) -> Path:
         return self._options.directory / "pods" / str(pod["metadata"]["uid"])
 
@@ -929,6 +1019,30 @@ def _restarts_after(pod: Pod, code: int) -> bool:
     """Whether a kubelet would restart the Pod's container after it exited with `code`."""
     policy = pod.get("spec", {}).get("restartPolicy") or "Always"
     return policy == "Always" or (policy == "OnFailure" and code != 0)
+
+
+def _local_container(
+    running: _Running,
+    name: str,
+    process: LocalProcess,
+    *,
+    working_dir: str,
+    namespace_pid: int | None = None,
+    ports: Mapping[int, tuple[str, int]] | None = None,
+) -> LocalContainer:
+    metadata = running.pod["metadata"]
+    return LocalContainer(
+        namespace=str(metadata.get("namespace") or ""),
+        pod=str(metadata.get("name") or ""),
+        pod_uid=str(metadata.get("uid") or ""),
+        container=name,
+        log_path=process.log_path,
+        env=process.env,
+        working_dir=working_dir,
+        namespace_pid=namespace_pid,
+        ports=ports or {},
+        running=process.returncode is None,
+    )
 
 
 def _wants_process(pod: Pod) -> bool:
@@ -985,46 +1099,6 @@ async def _answers_ok(host: str, port: int, path: str) -> bool:
     request = f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
     status_line = await first_answer_line(host, port, request)
     return status_line.split(b" ")[1:2] == [b"200"]
-
-
-def _pod_ports(running: _Running) -> dict[int, tuple[str, int]]:
-    """The Pod's Ray ports (its container's `containerPort`s, by KubeRay's names, else Ray's
-    default numbers) → where the local node listens on them."""
-    ports, address = running.ports, running.address
-    if ports is None:
-        return {}
-    local = {
-        "gcs-server": ports.gcs,
-        "dashboard": ports.dashboard,
-        "client": ports.client_server,
-        "metrics": ports.metrics_export,
-        "serve": SERVE_PROXY_PORT if ports.gcs else ports.serve_worker_proxy,
-    }
-    defaults = {
-        names.GCS_PORT: "gcs-server",
-        names.DASHBOARD_PORT: "dashboard",
-        names.CLIENT_PORT: "client",
-        8080: "metrics",
-        SERVE_PROXY_PORT: "serve",
-    }
-    containers = running.pod.get("spec", {}).get("containers") or []
-    declared = {
-        int(item["containerPort"]): str(item.get("name", ""))
-        for item in (containers[0].get("ports") or [] if containers else [])
-    }
-    found: dict[int, tuple[str, int]] = {}
-    for pod_port, name in {**defaults, **declared}.items():
-        local_port = local.get(name) or local.get(defaults.get(pod_port, ""))
-        if local_port:
-            found[pod_port] = (address, local_port)
-    return found
-
-
-def _write_files(directory: Path, files: Mapping[str, str]) -> None:
-    for relative, content in files.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)
 
 
 def _remove_files(*paths: Path | None) -> None:

@@ -12,9 +12,10 @@ the node address; those are free ports the agent picks.)
 A RayJob's submitter Pod becomes its container's command, with the head Service's address (the
 RayJob's `status.dashboardURL`) replaced by the local dashboard's.
 
-ConfigMap volumes mounted into the container are copied to a directory per Pod, and environment
-values naming a mount path are pointed at that copy, so `PYTHONPATH=/home/ray/apps` finds the
-mounted code. Nothing here does I/O.
+A Pod's volumes and `valueFrom` env are planned in `volumes.py` and shown at their mount paths
+by `sandbox.py`; where that cannot be, `rewrite_paths` points env values naming a mount path at
+the volume's local directory. `pod_port_targets` says which of a node's ports a Pod port means.
+Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import hashlib
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
@@ -44,6 +45,9 @@ PASSED_THROUGH_PARAMS = frozenset(
 """`rayStartParams` that shape a node (what Ray schedules on); the rest are about where a node
 listens and keeps its files, which the agent decides for every node on this machine."""
 
+SERVE_PROXY_PORT = 8000
+"""Ray Serve's proxy port in a Pod (KubeRay's `serve` port)."""
+
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 """Object store per local node when the Pod sets none: Ray's own default (30 % of the machine's
 memory per node) would let a few samples reserve the whole machine's shared memory."""
@@ -56,8 +60,6 @@ AGENT_OWNED_ENV = frozenset(
     {"PATH", "PYTHONHOME", "VIRTUAL_ENV", "RAY_ADDRESS", "RAY_IP", "FQ_RAY_IP", "RAY_PORT"}
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,252}")
-# A path inside a mounted volume: no `..`, no absolute part, no empty segment.
-_RELATIVE_PATH = re.compile(r"[^/\0]+(/[^/\0]+)*")
 
 
 class UnplannablePodError(ValueError):
@@ -65,20 +67,8 @@ class UnplannablePodError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigMapMount:
-    """A ConfigMap volume the container mounts, to be copied into a local directory."""
-
-    volume: str
-    config_map: str
-    mount_path: str
-    items: tuple[tuple[str, str], ...] = ()
-    """(key, path inside the volume); empty means every key, under its own name."""
-    optional: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class NodePlan:
-    """One Ray node for a head or worker Pod: its shape, environment and mounted ConfigMaps."""
+    """One Ray node for a head or worker Pod: its shape and literal environment."""
 
     namespace: str
     pod: str
@@ -88,11 +78,12 @@ class NodePlan:
     node_type: str
     params: Mapping[str, str]
     env: Mapping[str, str]
-    mounts: tuple[ConfigMapMount, ...]
     dropped_params: tuple[str, ...] = ()
     """Params the Pod sets that the agent chooses itself (reported once, not silently lost)."""
     autoscaler_env: Mapping[str, str] | None = None
     """The literal env of the head's Ray autoscaler sidecar; None when the Pod has none."""
+    port_params: Mapping[str, str] = field(default_factory=dict)
+    """The group's `rayStartParams` naming a port the Pod exposes (`dashboard-port`, ...)."""
 
     @property
     def is_head(self) -> bool:
@@ -109,7 +100,6 @@ class SubmitterPlan:
     rayjob: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
-    mounts: tuple[ConfigMapMount, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +198,13 @@ def plan_node(pod: Pod, cluster: RayCluster) -> NodePlan:
         node_type=node_type,
         params=kept,
         env=container_env(container),
-        mounts=config_map_mounts(pod, container),
         dropped_params=tuple(dropped),
         autoscaler_env=None if autoscaler is None else container_env(autoscaler),
+        port_params={
+            key: str(value)
+            for key, value in (group.get("rayStartParams") or {}).items()
+            if key in _PORT_PARAMS
+        },
     )
 
 
@@ -232,8 +226,12 @@ def plan_submitter(pod: Pod) -> SubmitterPlan:
         rayjob=(metadata.get("labels") or {}).get(names.ORIGINATED_FROM_CR_NAME_LABEL, ""),
         argv=tuple(argv),
         env=container_env(container),
-        mounts=config_map_mounts(pod, container),
     )
+
+
+def without_agent_owned(env: Mapping[str, str]) -> dict[str, str]:
+    """A container's env less the names the agent sets itself."""
+    return {name: value for name, value in env.items() if name not in AGENT_OWNED_ENV}
 
 
 def container_env(container: Object) -> dict[str, str]:
@@ -248,44 +246,6 @@ def container_env(container: Object) -> dict[str, str]:
             continue
         env[name] = str(entry.get("value") or "")
     return env
-
-
-def config_map_mounts(pod: Pod, container: Object) -> tuple[ConfigMapMount, ...]:
-    """The ConfigMap volumes `container` mounts whole (a `subPath` mount is left out)."""
-    volumes = {
-        volume.get("name"): volume["configMap"]
-        for volume in pod.get("spec", {}).get("volumes") or ()
-        if isinstance(volume.get("configMap"), Mapping) and volume["configMap"].get("name")
-    }
-    mounts = []
-    for mount in container.get("volumeMounts") or ():
-        source = volumes.get(mount.get("name"))
-        path = str(mount.get("mountPath") or "")
-        if source is None or mount.get("subPath") or not path.startswith("/"):
-            continue
-        items = tuple(
-            (str(item["key"]), str(item["path"]))
-            for item in source.get("items") or ()
-            if item.get("key") and _is_inside(str(item.get("path") or ""))
-        )
-        mounts.append(
-            ConfigMapMount(
-                volume=str(mount["name"]),
-                config_map=str(source["name"]),
-                mount_path=path.rstrip("/") or "/",
-                items=items,
-                optional=bool(source.get("optional")),
-            )
-        )
-    return tuple(mounts)
-
-
-def config_map_files(mount: ConfigMapMount, data: Mapping[str, str]) -> dict[str, str]:
-    """Relative path → content of the files a ConfigMap volume shows, as the kubelet lays them
-    out (every key by name, or only the listed items at their paths)."""
-    if not mount.items:
-        return {key: value for key, value in data.items() if _is_inside(key)}
-    return {path: data[key] for key, path in mount.items if key in data}
 
 
 def rewrite_paths(value: str, local_dirs: Mapping[str, str]) -> str:
@@ -391,14 +351,37 @@ def autoscaler_env(
     }
 
 
+_PORT_PARAMS = {
+    "port": (6379, "gcs"),
+    "dashboard-port": (8265, "dashboard"),
+    "ray-client-server-port": (10001, "client_server"),
+    "metrics-export-port": (8080, "metrics_export"),
+    "dashboard-agent-listen-port": (52365, "dashboard_agent_listen"),
+}
+"""`rayStartParams` naming a Pod port: (KubeRay's default number, the `NodePorts` field)."""
+_WORKER_PORT_PARAMS = ("metrics-export-port", "dashboard-agent-listen-port")
+SERVE_TARGET = "serve"
+
+
+def pod_port_targets(plan: NodePlan) -> dict[int, str]:
+    """Pod port → the `NodePorts` field that listens for it here (`SERVE_TARGET`: the Serve
+    proxy), with the group's `rayStartParams` overrides of the numbers honoured."""
+    params = _WORKER_PORT_PARAMS if not plan.is_head else tuple(_PORT_PARAMS)
+    targets = {}
+    for param in params:
+        default, target = _PORT_PARAMS[param]
+        try:
+            number = int(plan.port_params.get(param, default))
+        except ValueError:
+            number = default
+        targets[number] = target
+    targets[SERVE_PROXY_PORT] = SERVE_TARGET if plan.is_head else "serve_worker_proxy"
+    return targets
+
+
 def shape_summary(plan: NodePlan) -> str:
     """`num-cpus=1 memory=1073741824 resources={"x": 1}`: what an Event says the node got."""
     return " ".join(f"{key}={plan.params[key]}" for key in sorted(plan.params))
-
-
-def _is_inside(path: str) -> bool:
-    """A relative path that stays inside its volume's directory."""
-    return bool(_RELATIVE_PATH.fullmatch(path)) and ".." not in path.split("/")
 
 
 def _as_the_shell_reads_it(key: str, value: str) -> str:

@@ -47,13 +47,13 @@ class LocalProcess:
         self._process: asyncio.subprocess.Process | None = None
 
     @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    @property
     def env(self) -> Mapping[str, str]:
         """The environment the process was started with."""
         return self._env
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
 
     @property
     def returncode(self) -> int | None:

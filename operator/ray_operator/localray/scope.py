@@ -160,12 +160,34 @@ def controller_of_kind(metadata: Mapping[str, Any], kind: str) -> str:
 
 
 def runs_the_template_of(pod: Pod, job: Mapping[str, Any]) -> bool:
-    """Whether a submitter Pod runs what `job`'s Pod template says: the same command, env and
-    ConfigMap mounts as the agent would plan from the template (the Job controller copies it)."""
+    """Whether a submitter Pod runs what `job`'s Pod template says: the same command, env,
+    mounts and mounted volumes (the Job controller copies them)."""
     template_spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     templated = cast("Pod", {"metadata": pod["metadata"], "spec": template_spec})
     try:
         wanted, running = plan_submitter(templated), plan_submitter(pod)
     except UnplannablePodError:
         return False
-    return (wanted.argv, wanted.env, wanted.mounts) == (running.argv, running.env, running.mounts)
+    return (wanted.argv, wanted.env) == (running.argv, running.env) and _same_view(
+        template_spec, pod.get("spec") or {}
+    )
+
+
+_VIEW_FIELDS = ("env", "envFrom", "volumeMounts", "workingDir")
+
+
+def _same_view(wanted: Mapping[str, Any], running: Mapping[str, Any]) -> bool:
+    """The first container's env and mounts, and the volumes it mounts, are the same."""
+    wanted_container = (wanted.get("containers") or [{}])[0]
+    running_container = (running.get("containers") or [{}])[0]
+    if any(wanted_container.get(key) != running_container.get(key) for key in _VIEW_FIELDS):
+        return False
+    mounted = {mount.get("name") for mount in wanted_container.get("volumeMounts") or ()}
+    return _volumes(wanted, mounted) == _volumes(running, mounted)
+
+
+def _volumes(spec: Mapping[str, Any], names: set[Any]) -> list[Any]:
+    return sorted(
+        (volume for volume in spec.get("volumes") or () if volume.get("name") in names),
+        key=lambda volume: str(volume.get("name")),
+    )

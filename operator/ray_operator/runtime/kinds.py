@@ -139,6 +139,9 @@ NETWORK_POLICY: Final[Kind[JSON]] = Kind(
 """A RayCluster's `spec.networkPolicy` isolation; cached only with the RayClusterNetworkPolicy
 feature gate on (`app.watched_kinds`): the operator has no rights on them otherwise."""
 CONFIG_MAP: Final[Kind[JSON]] = Kind("", "v1", "configmaps", "ConfigMap")
+PERSISTENT_VOLUME: Final[Kind[JSON]] = Kind(
+    "", "v1", "persistentvolumes", "PersistentVolume", namespaced=False
+)
 """The `<graph>-serve-graph-builder` module that a RayServeGraph's Ray containers import."""
 RAY_SERVE_GRAPH: Final[Kind[JSON]] = Kind(
     SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION, "rayservegraphs", "RayServeGraph"

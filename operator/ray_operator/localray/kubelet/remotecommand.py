@@ -32,6 +32,7 @@ from typing import Any
 
 from ray_operator.localray.kubelet.http import BadRequestError, Request
 from ray_operator.localray.kubelet.session import SpdySession, SpdyStream
+from ray_operator.localray.sandbox import enter_argv
 from ray_operator.localray.views import LocalContainer
 
 logger = logging.getLogger(__name__)
@@ -91,19 +92,7 @@ def command_in_pod(container: LocalContainer, command: Sequence[str]) -> list[st
     Working directory and environment are the caller's (`container.working_dir`, `env`)."""
     if container.namespace_pid is None:
         return list(command)
-    # `env --chdir` after joining: nsenter's own --wd resolves the path before it does.
-    return [
-        "nsenter",
-        f"--target={container.namespace_pid}",
-        "--user",
-        "--mount",
-        "--preserve-credentials",
-        "--",
-        "env",
-        f"--chdir={container.working_dir}",
-        "--",
-        *command,
-    ]
+    return enter_argv(container.namespace_pid, container.working_dir, command)
 
 
 async def serve_exec(
