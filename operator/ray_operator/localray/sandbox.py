@@ -314,7 +314,11 @@ def enter(pid: int, working_dir: str, argv: Sequence[str]) -> None:
     _check(_libc.setns(user, CLONE_NEWUSER), f"setns(user of {pid})")
     _check(_libc.setns(mount, CLONE_NEWNS), f"setns(mount of {pid})")
     os.chdir(working_dir)
-    os.execvp(argv[0], list(argv))
+    try:
+        os.execvp(argv[0], list(argv))
+    except FileNotFoundError:
+        # As a container runtime says it: the bare errno would not name the command.
+        raise SandboxError(f'exec: "{argv[0]}": executable file not found in $PATH') from None
 
 
 def main(args: Sequence[str]) -> int:
@@ -331,7 +335,8 @@ def main(args: Sequence[str]) -> int:
             return 2
     except (SandboxError, OSError) as error:
         print(f"local Pod sandbox: {error}", file=sys.stderr)
-        return 126 if not isinstance(error, FileNotFoundError) else 127
+        not_found = isinstance(error, FileNotFoundError) or "not found in $PATH" in str(error)
+        return 127 if not_found else 126
     return 0  # not reached: run and enter exec
 
 
