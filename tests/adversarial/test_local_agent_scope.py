@@ -54,14 +54,21 @@ def planted_site(kubectl: Kubectl, namespace: str) -> None:
 
 
 def with_planted_site(pod_spec: dict[str, Any], marker: Path) -> None:
-    """The Ray container imports the planted `sitecustomize.py`, which writes `marker`."""
+    """The Ray container imports the planted `sitecustomize.py`, which writes `marker` (through
+    a hostPath volume: a local Pod's /tmp is its own)."""
     container = pod_spec["containers"][0]
     container["env"] = [
         {"name": "PYTHONPATH", "value": SITE_PATH},
-        {"name": "MARKER", "value": str(marker)},
+        {"name": "MARKER", "value": f"/markers/{marker.name}"},
     ]
-    container["volumeMounts"] = [{"name": "site", "mountPath": SITE_PATH}]
-    pod_spec["volumes"] = [{"name": "site", "configMap": {"name": SITE}}]
+    container["volumeMounts"] = [
+        {"name": "site", "mountPath": SITE_PATH},
+        {"name": "markers", "mountPath": "/markers"},
+    ]
+    pod_spec["volumes"] = [
+        {"name": "site", "configMap": {"name": SITE}},
+        {"name": "markers", "hostPath": {"path": str(marker.parent)}},
+    ]
 
 
 def cluster_with_planted_site(name: str, marker: Path, **spec: Any) -> dict[str, Any]:
