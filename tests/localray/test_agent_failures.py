@@ -127,17 +127,23 @@ async def test_a_local_ray_node_ignores_the_machines_ray_token_as_a_container_wo
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     store, registry, pod = _operators_head_pod(restart_policy="Always")
     events = RecordedEvents()
-    seen = tmp_path / "env-of-ray-start"
-    ray = tmp_path / "ray-that-tells-its-env"
-    ray.write_text(f"#!/bin/sh\nenv > {seen}\nexec sleep 30\n")
-    ray.chmod(0o755)
+    # In the checkout, telling on its output (the Pod's log): a local Pod's /tmp is its own.
+    ray = Path(__file__).parent / "programs" / "ray-that-tells-its-env"
     async with agent_without_ray(
         tmp_path, store=store, registry=registry, events=events, ray=ray
     ) as agent:
-        await _sync_until(agent, pod, seen.exists)
-        for _ in range(100):
-            if "RAY_AUTH_MODE" in seen.read_text():
-                break
-            await asyncio.sleep(0.05)
 
-    assert "RAY_AUTH_MODE=disabled" in seen.read_text().splitlines()
+        def told() -> bool:
+            found = agent.container(pod["metadata"]["namespace"], pod["metadata"]["name"], None)
+            return found is not None and "END-OF-ENV" in _read(found.log_path)
+
+        await _sync_until(agent, pod, told)
+        container = agent.container(pod["metadata"]["namespace"], pod["metadata"]["name"], None)
+        assert container is not None
+        seen = _read(container.log_path)
+
+    assert "RAY_AUTH_MODE=disabled" in seen.splitlines()
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
