@@ -56,8 +56,14 @@ def find(entries: Iterable[Reviewed], suite: str, name: str) -> Reviewed | None:
     return next((entry for entry in entries if entry.matches(suite, name)), None)
 
 
-NEEDS_LOCAL_VOLUMES = "needs local-volumes: the Pod's ConfigMap is not at its mountPath"
-NEEDS_REDIS = "needs local-redis: a real Redis behind the test's Redis Service"
+NEEDS_LOCAL_VOLUMES = (
+    "the job reading its script from the ConfigMap at /home/ray/jobs still ends FAILED after "
+    "local Pods got their volumes at their mount paths (2026-11-28; cause not diagnosed yet)"
+)
+NEEDS_REDIS = (
+    "the test runs redis-cli in its Redis Pod through kubectl exec: the kubelet endpoint does not "
+    "serve the local Redis Pods yet (the RayCluster Redis samples pass)"
+)
 NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
 NO_INIT_CONTAINERS = (
     "the local agent runs no init containers: the sample makes its TLS certificates in one, so "
