@@ -88,6 +88,13 @@ NOT_RUN: tuple[Reviewed, ...] = (
         "our validating webhook refuses the invalid runtimeEnvYAML at admission (README, "
         "Differences from KubeRay); KubeRay, without webhooks, accepts it and fails the RayJob",
     ),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJob", "RayJob name too long with 48 characters"),
+        "our validating webhook refuses a RayJob name over 47 characters at admission (README, "
+        "Differences from KubeRay); KubeRay, without webhooks, accepts it and marks the RayJob "
+        "ValidationFailed",
+    ),
     # Every other e2erayservice test, and every RayService sample, serves an app that Ray
     # downloads from github.com (`runtime_env.working_dir`); the locust load tests also install
     # locust with pip. Conformance runs offline (CI reaches only the Go module proxy).

@@ -115,6 +115,7 @@ spec:
                 - {{name: scratch, mountPath: {home}/scratch}}
                 - {{name: scratch, mountPath: {top}/scratch}}
                 - {{name: settings, mountPath: {home}/app/run.py, subPath: run.py}}
+                - {{name: settings, mountPath: {home}/jobs}}
                 - {{name: data, mountPath: {home}/data, readOnly: true}}
           volumes:
             - {{name: auth, secret: {{secretName: redis-auth}}}}
@@ -131,6 +132,8 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {{name: settings}}
 data: {{greeting: hello, run.py: "print('run')"}}
+# As KubeRay's e2e support writes its job scripts: binary data, mounted as files all the same.
+binaryData: {{counter.py: cHJpbnQoJ2NvdW50ZXInKQ==}}
 """
 
 
@@ -213,15 +216,16 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     seen = in_pod(
         pid,
         f"cat /etc/redis-auth/password; echo; cat {home}/podinfo/name; echo; "
-        f"cat {home}/podinfo/labels; echo; cat {home}/app/run.py; echo; cat {home}/data/input.txt; "
-        f"echo; echo kept > {home}/scratch/note",
+        f"cat {home}/podinfo/labels; echo; cat {home}/jobs/counter.py; echo; "
+        f"cat {home}/app/run.py; echo; cat {home}/data/input.txt; echo; "
+        f"echo kept > {home}/scratch/note",
     )
     assert seen.returncode == 0, seen.stderr
     lines = seen.stdout.splitlines()
     assert lines[0] == "5ecret-Value"
     assert lines[1] == worker
-    assert 'team="blue"' in lines[2:-2]
-    assert lines[-2:] == ["print('run')", "from the host"]
+    assert 'team="blue"' in lines[2:-3]
+    assert lines[-3:] == ["print('counter')", "print('run')", "from the host"]
     assert in_pod(pid, f"cat {top}/scratch/note").stdout == "kept\n"
     assert in_pod(pid, f"grep -w {worker} /etc/hosts").stdout.split() == [address, worker]
 

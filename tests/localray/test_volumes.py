@@ -16,6 +16,7 @@ from ray_operator.localray.volumes import (
     Projected,
     UnmountableVolumeError,
     UnresolvableEnvError,
+    config_map_files_data,
     container_env,
     container_mounts,
     downward_api_files,
@@ -158,6 +159,13 @@ def test_key_files_are_laid_out_as_the_kubelet_does() -> None:
     with pytest.raises(UnmountableVolumeError, match="ConfigMap 'cm' does not exist"):
         key_files(every_key, None)
     assert key_files(KeyFiles("Secret", "s", optional=True), None) == {}
+
+
+def test_a_config_maps_binary_data_is_mounted_beside_its_text_data() -> None:
+    # KubeRay's e2e support ships its job scripts as binaryData.
+    config_map = {"data": {"run.py": "print(1)"}, "binaryData": {"counter.py": "AAE=", "bad": "%"}}
+    assert config_map_files_data(config_map) == {"run.py": "print(1)", "counter.py": b"\x00\x01"}
+    assert config_map_files_data({}) == {}
 
 
 def test_downward_api_files_hold_the_pods_fields() -> None:

@@ -435,8 +435,21 @@ def _is_inside(path: str) -> bool:
 
 def decoded_secret_data(secret: Object) -> dict[str, bytes]:
     """A Secret's `data` (base64, as the API serves it); undecodable values are left out."""
+    return _decoded(secret.get("data"))
+
+
+def config_map_files_data(config_map: Object) -> dict[str, FileContent]:
+    """What a ConfigMap volume holds, as the kubelet mounts it: its `data` as text and its
+    `binaryData` (base64, as the API serves it) as bytes; the API server keeps their keys apart."""
+    text: dict[str, FileContent] = {
+        str(key): str(value) for key, value in (config_map.get("data") or {}).items()
+    }
+    return {**text, **_decoded(config_map.get("binaryData"))}
+
+
+def _decoded(encoded: object) -> dict[str, bytes]:
     decoded = {}
-    for key, value in (secret.get("data") or {}).items():
+    for key, value in (encoded if isinstance(encoded, Mapping) else {}).items():
         try:
             decoded[str(key)] = base64.b64decode(str(value), validate=True)
         except ValueError:
