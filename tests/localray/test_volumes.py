@@ -3,6 +3,7 @@ its ConfigMap, Secret and downward API volumes, and its environment with `valueF
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from ray_operator.localray.volumes import (
     Projected,
     UnmountableVolumeError,
     UnresolvableEnvError,
+    config_map_files,
     container_env,
     container_mounts,
     downward_api_files,
@@ -158,6 +160,15 @@ def test_key_files_are_laid_out_as_the_kubelet_does() -> None:
     with pytest.raises(UnmountableVolumeError, match="ConfigMap 'cm' does not exist"):
         key_files(every_key, None)
     assert key_files(KeyFiles("Secret", "s", optional=True), None) == {}
+
+
+def test_a_config_maps_binary_data_is_a_file_too() -> None:
+    """KubeRay's e2e tests put their scripts in `binaryData` (client-go's apply of bytes)."""
+    config_map = {
+        "data": {"a.txt": "text"},
+        "binaryData": {"script.py": base64.b64encode(b"print(1)\n").decode(), "bad": "%%"},
+    }
+    assert config_map_files(config_map) == {"a.txt": "text", "script.py": b"print(1)\n"}
 
 
 def test_downward_api_files_hold_the_pods_fields() -> None:

@@ -433,6 +433,17 @@ def _is_inside(path: str) -> bool:
     return bool(_RELATIVE_PATH.fullmatch(path)) and ".." not in path.split("/")
 
 
+def config_map_files(config_map: Object) -> dict[str, FileContent]:
+    """A ConfigMap's keys as a volume shows them: `data` as text, `binaryData` (base64, as the
+    API serves it; what `kubectl create configmap --from-file` and client-go's apply of bytes
+    write) as its bytes; undecodable values are left out."""
+    files: dict[str, FileContent] = {
+        str(key): str(value) for key, value in (config_map.get("data") or {}).items()
+    }
+    files.update(decoded_secret_data({"data": config_map.get("binaryData")}))
+    return files
+
+
 def decoded_secret_data(secret: Object) -> dict[str, bytes]:
     """A Secret's `data` (base64, as the API serves it); undecodable values are left out."""
     decoded = {}
