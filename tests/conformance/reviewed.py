@@ -89,6 +89,12 @@ NOT_RUN: tuple[Reviewed, ...] = (
     ),
     Reviewed(
         "e2erayjob",
+        exactly("TestRayJob", "RayJob name too long with 48 characters"),
+        "our validating webhook refuses a RayJob name over 47 characters at admission; KubeRay, "
+        "without webhooks, accepts it and sets ValidationFailed (the test then stops TestRayJob)",
+    ),
+    Reviewed(
+        "e2erayjob",
         exactly("TestRayJob", "RuntimeEnvYAML is not a valid YAML string"),
         "our validating webhook refuses the invalid runtimeEnvYAML at admission (README, "
         "Differences from KubeRay); KubeRay, without webhooks, accepts it and fails the RayJob",
