@@ -144,12 +144,13 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
         exactly("TestRayJobSuspend", "Create a suspended RayJob, and then resume it."),
         NEEDS_LOCAL_VOLUMES,
     ),
-    *(
-        Reviewed("e2erayjob", exactly("TestRayJob", subtest), NEEDS_LOCAL_VOLUMES)
-        for subtest in (
-            "RayJob has passed ActiveDeadlineSeconds",
-            "RayJob has exceed SubmitterFinishedTimeout",
-        )
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJob", "RayJob has exceed SubmitterFinishedTimeout"),
+        "the test marks the submitter Job Complete while it is active; our Kubernetes (1.34) "
+        "refuses that status (`cannot set Complete=True condition without the "
+        "SuccessCriteriaMet=true condition`, `active>0 is invalid for finished job`), the older "
+        "one of KubeRay's CI took it",
     ),
     # The local agent runs only a Pod's Ray container: a SidecarMode submitter never runs
     # (README, "Real Ray under make run"). Our own gap, on no branch yet.
