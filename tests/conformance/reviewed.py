@@ -62,9 +62,11 @@ INSTALLED_RAY_CLI = (
     "the submitter Job retries, resubmits the job to the new head and it SUCCEEDs; the test "
     "expects the submitter to have completed and the job to fail the 30 s grace period"
 )
-NEEDS_REDIS = (
-    "the test runs redis-cli in its Redis Pod through kubectl exec: the kubelet endpoint does not "
-    "serve the local Redis Pods yet (the RayCluster Redis samples pass)"
+NO_POD_NETWORK = (
+    "a Pod's own network and PID namespaces: its script, run by kubectl exec in the head Pod, "
+    "dials ray://127.0.0.1:10001, but local Ray nodes share this machine's network (ports picked "
+    "per node on 127.x.y.z), so the head's Ray client is not there; and its `pkill gcs_server` "
+    "would stop every GCS of the user on this machine"
 )
 NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
 NO_INIT_CONTAINERS = (
@@ -74,6 +76,8 @@ NO_INIT_CONTAINERS = (
 NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
+    # Not run rather than expected to fail: its `pkill gcs_server` would stop other clusters' GCS.
+    Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NO_POD_NETWORK),
     Reviewed(
         "sampleyaml",
         exactly("TestRayCluster", "ray-cluster.fluentbit.yaml"),
@@ -126,15 +130,21 @@ NOT_RUN: tuple[Reviewed, ...] = (
 EXPECTED_FAILING: tuple[Reviewed, ...] = (
     # Every other RayCluster sample passed after the three branches merged (2026-11-28).
     Reviewed("sampleyaml", exactly("TestRayCluster", "ray-cluster.tls.yaml"), NO_INIT_CONTAINERS),
-    # e2e: the GCS fault-tolerance tests deploy a Redis Pod of their own.
-    Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NEEDS_REDIS),
-    Reviewed("e2e", exactly("TestGcsFaultToleranceOptions"), NEEDS_REDIS),
-    Reviewed("e2e", exactly("TestGcsFaultToleranceAnnotations"), NEEDS_REDIS),
+    # e2e: TestGcsFaultToleranceOptions and TestGcsFaultToleranceAnnotations (a Redis Pod of
+    # their own, redis-cli in it through kubectl exec) pass since 2026-11-29.
     # e2erayjob: the installed Ray's CLI, not the image's, runs the submitter locally.
     Reviewed(
         "e2erayjob",
         exactly("TestRayJob", "RayJob fails when head Pod is deleted when job is running"),
         INSTALLED_RAY_CLI,
+    ),
+    Reviewed(
+        "e2erayjob",
+        exactly("TestRayJob", "RayJob has exceed SubmitterFinishedTimeout"),
+        "the test marks the submitter Job Complete while it is active; our Kubernetes (1.34) "
+        "refuses that status (`cannot set Complete=True condition without the "
+        "SuccessCriteriaMet=true condition`, `active>0 is invalid for finished job`), the older "
+        "one of KubeRay's CI took it",
     ),
     # The local agent runs only a Pod's Ray container: a SidecarMode submitter never runs
     # (README, "Real Ray under make run"). Our own gap, on no branch yet.

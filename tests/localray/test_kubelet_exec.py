@@ -1,9 +1,14 @@
 """Where `kubectl exec` runs a command: in the Pod's user and mount namespaces when the agent
-gave it some (its volumes at their mount paths), with the Pod's working directory."""
+gave it some (its volumes at their mount paths), with the Pod's working directory; on a loopback
+of its own where the Pod's ports answer when the Pod has `loopback_ports` (a local Redis)."""
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,3 +68,30 @@ def test_a_command_joins_the_pods_namespaces_and_starts_in_its_working_directory
 
 def test_a_pod_without_namespaces_runs_the_command_as_given() -> None:
     assert command_in_pod(_container("/", None), ["python", "-c", "1"]) == ["python", "-c", "1"]
+
+
+def test_a_pod_with_loopback_ports_is_reached_at_127_0_0_1_and_the_commands_code_is_kept(
+    pod_namespaces: tuple[int, Path],
+) -> None:
+    """(`pod_namespaces` only to skip where user namespaces cannot be made.)"""
+    with socket.create_server(("127.31.41.59", 0)) as server:
+        port = server.getsockname()[1]
+        answering = threading.Thread(target=_answer_once, args=(server,), daemon=True)
+        answering.start()
+        container = dataclasses.replace(
+            _container("/", None), ports={6379: ("127.31.41.59", port)}, loopback_ports=True
+        )
+        client = (
+            "import socket, sys; s = socket.create_connection(('127.0.0.1', 6379)); "
+            "s.sendall(b'PING'); s.shutdown(socket.SHUT_WR); print(s.recv(64).decode()); "
+            "sys.exit(3)"
+        )
+        argv = command_in_pod(container, [sys.executable, "-c", client])
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    assert (result.returncode, result.stdout.strip()) == (3, "PONG to PING"), result.stderr
+
+
+def _answer_once(server: socket.socket) -> None:
+    connection, _ = server.accept()
+    with connection:
+        connection.sendall(b"PONG to " + connection.recv(64))

@@ -2,13 +2,16 @@
 
 One `ray-operator dev` serves the module. KubeRay's `ray-cluster.external-redis.yaml`, applied
 unchanged, reaches ready with its GCS in a real local `redis-server` (the sample's Deployment's
-Pod); a new head after the old one is deleted still lists the job submitted before; a Redis
-config that names another directory and a module makes Redis neither write nor load there.
+Pod); `kubectl exec`, `logs` and `port-forward` reach that Redis Pod's server as a Pod's own;
+a new head after the old one is deleted still lists the job submitted before; a Redis config
+that names another directory and a module makes Redis neither write nor load there; deleting the
+cluster runs its Redis cleanup Job, which empties the Redis of its keys.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import textwrap
@@ -105,6 +108,42 @@ def test_the_external_redis_sample_reaches_ready_with_its_gcs_in_the_local_redis
 ) -> None:
     keys = redis_cli(sample.redis, SAMPLE_PASSWORD, "--scan", "--pattern", f"RAY{sample.uid}@*")
     assert keys, f"no GCS keys of cluster {sample.uid} in the sample's Redis at {sample.redis}"
+
+
+def test_kubectl_exec_logs_and_port_forward_reach_the_redis_pods_own_server(
+    kubectl: Kubectl, sample: SampleCluster
+) -> None:
+    redis_pod = kubectl(
+        "get", "pods", "-n", sample.namespace, "-l", "app=redis", "-o",
+        "jsonpath={.items[0].metadata.name}",
+    )  # fmt: skip
+    # No -h: redis-cli's 127.0.0.1:6379 is the Pod's own Redis, as in a Pod's network namespace.
+    dbsize = kubectl(
+        "exec", "-n", sample.namespace, redis_pod, "--",
+        "redis-cli", "--no-auth-warning", "-a", SAMPLE_PASSWORD, "DBSIZE",
+    )  # fmt: skip
+    keys = redis_cli(sample.redis, SAMPLE_PASSWORD, "DBSIZE")
+    assert dbsize.strip() == keys != "0"
+    assert "Ready to accept connections" in kubectl("logs", "-n", sample.namespace, redis_pod)
+    forward = subprocess.Popen(
+        [*kubectl_argv(kubectl), "port-forward", "-n", sample.namespace, redis_pod, ":6379"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        local_port = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert local_port, line
+        assert redis_cli(f"127.0.0.1:{local_port[1]}", SAMPLE_PASSWORD, "DBSIZE") == keys
+    finally:
+        forward.terminate()
+        forward.wait()
+
+
+def kubectl_argv(kubectl: Kubectl) -> list[str]:
+    return ["kubectl", "--kubeconfig", str(kubectl.kubeconfig)]
 
 
 def test_a_new_head_still_lists_the_job_submitted_before_the_old_one_was_deleted(
@@ -220,3 +259,19 @@ def answers(address: str, password: str) -> bool:
         return redis_cli(address, password, "PING") == "PONG"
     except subprocess.CalledProcessError:
         return False
+
+
+def test_deleting_the_cluster_runs_its_redis_cleanup_which_empties_the_redis(
+    kubectl: Kubectl, sample: SampleCluster
+) -> None:
+    """Last in the module: it deletes the sample's RayCluster (its Redis stays)."""
+    assert redis_cli(sample.redis, SAMPLE_PASSWORD, "DBSIZE") != "0"
+    kubectl("delete", "-n", sample.namespace, f"raycluster/{CLUSTER}", "--wait=false")
+    wait_until(
+        lambda: not kubectl.run("get", "-n", sample.namespace, f"raycluster/{CLUSTER}").stdout,
+        timeout=120,
+        interval=1.0,
+        what=f"RayCluster {CLUSTER} gone after its Redis cleanup",
+    )
+    # Only the cleanup Job's command removes the cluster's keys (its Job is gone with the cluster).
+    assert redis_cli(sample.redis, SAMPLE_PASSWORD, "DBSIZE") == "0"

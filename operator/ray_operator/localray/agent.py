@@ -18,7 +18,10 @@ process, whatever its labels and owner references say:
   `LocalControlPlane(ray_job_submitters_run_locally=True)`);
 - a Pod of the Redis image running `redis-server` (the GCS fault-tolerance samples' Redis,
   whoever created it): this machine's `redis-server` with the agent's own config (`redis.py`
-  says why that is safe), and a head whose Redis address names its Service is pointed at it.
+  says why that is safe), and a head whose Redis address names its Service is pointed at it;
+- a Redis cleanup Job's Pod (a deleted GCS FT cluster's, of a Job the operator created, holding
+  that Job's template): its command, pointed at that local Redis; its end written as for a
+  submitter, so the Job completes and the cluster's finalizer goes.
 
 A Ray node's Pod turns Ready when its node serves (a worker: once the GCS counts its raylet
 alive), as a kubelet's readiness probe would make it.
@@ -62,6 +65,7 @@ from ray_operator.localray.plan import (
     cluster_address,
     is_ray_job_submitter_pod,
     is_ray_node_pod,
+    is_redis_cleanup_pod,
     node_env,
     plan_node,
     plan_submitter,
@@ -75,6 +79,7 @@ from ray_operator.localray.pod_view import PodView, PodViews
 from ray_operator.localray.probing import first_answer_line
 from ray_operator.localray.processes import LocalProcess, ProcessRecords
 from ray_operator.localray.redis import HeadRedis, LocalRedisServers
+from ray_operator.localray.redis_plan import RAY_REDIS_ADDRESS_ENV
 from ray_operator.localray.sandbox import probe_argv, run_argv
 from ray_operator.localray.scope import (
     CreatedObjects,
@@ -252,6 +257,7 @@ class LocalRayAgent:
             log_path=self._log_path,
             records=self._records,
             path=environment["PATH"],
+            sandboxed=self._sandboxed,
         )
         self._views = PodViews(client)
         self._sandboxing: bool | None = None
@@ -321,6 +327,8 @@ class LocalRayAgent:
                 await self._for_pod(pod, self._ensure_worker)
             elif is_ray_job_submitter_pod(pod):
                 await self._for_pod(pod, self._ensure_submitter)
+            elif is_redis_cleanup_pod(pod):
+                await self._for_pod(pod, self._ensure_redis_cleanup)
 
     async def _for_pod(self, pod: Pod, step: Callable[[Pod], Coroutine[Any, Any, None]]) -> None:
         """Run one Pod's step; a failure (an API call that timed out, a process that could not
@@ -623,16 +631,22 @@ class LocalRayAgent:
 
     # -- RayJob submitters ----------------------------------------------------------------------
 
-    async def _ensure_submitter(self, pod: Pod) -> None:
+    async def _job_pod_to_start(self, pod: Pod) -> SubmitterPlan | None:
+        """The command of a Job's Pod that runs but has no local process yet (None: nothing to
+        start, or an unplannable Pod, told)."""
         uid = pod["metadata"]["uid"]
         if uid in self._running or (pod.get("status") or {}).get("phase") != "Running":
-            return
+            return None
         try:
-            plan = plan_submitter(pod)
+            return plan_submitter(pod)
         except UnplannablePodError as error:
             await self._tell_once(pod, "LocalRayUnplannable", f"no local process: {error}")
-            return
-        if not await self._is_operators_submitter(pod, plan):
+            return None
+
+    async def _ensure_submitter(self, pod: Pod) -> None:
+        uid = pod["metadata"]["uid"]
+        plan = await self._job_pod_to_start(pod)
+        if plan is None or not await self._is_operators_submitter(pod, plan):
             return
         target = self._submitter_target(plan)
         if target is None:
@@ -732,6 +746,41 @@ class LocalRayAgent:
         if head is None or not head.gcs_ready:
             return None
         return str(status["dashboardURL"]), cluster
+
+    # -- Redis cleanup Jobs ----------------------------------------------------------------------
+
+    async def _ensure_redis_cleanup(self, pod: Pod) -> None:
+        """Run a deleted cluster's Redis cleanup (its Job's command: Ray's
+        `cleanup_redis_storage`) against the local Redis its `RAY_REDIS_ADDRESS` names; its end
+        is written on the Pod as for a submitter, so the Job completes and the cluster goes."""
+        uid = pod["metadata"]["uid"]
+        plan = await self._job_pod_to_start(pod)
+        if plan is None:
+            return
+        if uid not in self._submitters_checked:
+            job_uid = controller_of_kind(pod["metadata"], "Job")
+            created = job_uid is not None and self._registry.created.owner_of("Job", job_uid)
+            job = await self._job_with_uid(plan.namespace, pod, job_uid) if created else None
+            self._submitters_checked[uid] = job is not None and runs_the_template_of(pod, job)
+        if not self._submitters_checked[uid]:
+            await self._refuse(pod, "a RayCluster's Redis cleanup Job (with its template)")
+            return
+        files = self._pod_directory(pod)
+        view = await self._prepare_view(pod, files, pod_ip="127.0.0.1", argv=plan.argv)
+        if view is None:
+            await asyncio.to_thread(_remove_files, files)
+            return
+        env = {**self._base_env, **without_agent_owned(view.env)}
+        if address := env.get(RAY_REDIS_ADDRESS_ENV):
+            env[RAY_REDIS_ADDRESS_ENV] = await self._redis.local_address(plan.namespace, address)
+        process = self._process_for(view, plan.argv, env=env, files=files, pod=pod)
+        await process.start()
+        self._running[uid] = _Running(pod=pod, process=process, files=files, view=view)
+        await self._record(
+            pod,
+            reason="LocalRayStarted",
+            message=f"Redis cleanup runs locally; its output: {self._log_path(pod)}",
+        )
 
     # -- ends and stops -------------------------------------------------------------------------
 
@@ -911,9 +960,12 @@ class LocalRayAgent:
         return self._sandboxing
 
     def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
-        """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first)."""
+        """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first): a
+        Ray node's, a submitter's or a local Redis'."""
         running = self._running_pod(namespace, pod)
-        if running is None or running.view is None:
+        if running is None:
+            return self._redis.container(namespace, pod, container)
+        if running.view is None:
             return None
         containers: Sequence[Object] = running.pod.get("spec", {}).get("containers") or [{}]
         first = str(containers[0].get("name") or "")
@@ -934,9 +986,11 @@ class LocalRayAgent:
         return None
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
-        """`LocalPods`: where a Pod port of a Pod the agent runs listens on this machine."""
+        """`LocalPods`: where a Pod port of a Pod the agent runs (Ray or Redis) listens here."""
         running = self._running_pod(namespace, pod)
-        if running is None or running.process.returncode is not None:
+        if running is None:
+            return self._redis.pod_port(namespace, pod, port)
+        if running.process.returncode is not None:
             return None
         return self._pod_ports(running).get(port)
 
@@ -1048,7 +1102,7 @@ def _local_container(
 def _wants_process(pod: Pod) -> bool:
     if pod["metadata"].get("deletionTimestamp"):
         return False
-    if is_ray_job_submitter_pod(pod):
+    if is_ray_job_submitter_pod(pod) or is_redis_cleanup_pod(pod):
         return True  # also once it ended: its end is the agent's to write, then it stays put
     return is_ray_node_pod(pod) and (pod.get("status") or {}).get("phase") not in (
         "Succeeded",

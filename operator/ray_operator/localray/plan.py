@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ray_operator import labels as names
 from ray_operator.builders.manifest import head_group, worker_groups
 from ray_operator.builders.ray_start import complete_params
+from ray_operator.builders.redis_cleanup import REDIS_CLEANUP_NODE
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
@@ -155,6 +156,17 @@ def is_ray_job_submitter_pod(pod: Pod) -> bool:
     metadata = pod.get("metadata") or {}
     labels = metadata.get("labels") or {}
     return labels.get(names.ORIGINATED_FROM_CRD_LABEL) == "RayJob" and _owned_by_job(metadata)
+
+
+def is_redis_cleanup_pod(pod: Pod) -> bool:
+    """A Pod of a deleted RayCluster's Redis cleanup Job (GCS fault tolerance on Redis)."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return (
+        labels.get(names.NODE_TYPE_LABEL) == REDIS_CLEANUP_NODE
+        and bool(labels.get(names.CLUSTER_LABEL))
+        and _owned_by_job(metadata)
+    )
 
 
 def _owned_by_job(metadata: Object) -> bool:

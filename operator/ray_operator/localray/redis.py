@@ -51,6 +51,7 @@ from ray_operator.localray.redis_plan import (
     redis_credentials,
     without_credentials,
 )
+from ray_operator.localray.views import LocalContainer
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.kinds import CONFIG_MAP, SECRET, SERVICE
@@ -82,9 +83,11 @@ class HeadRedis:
 @dataclass(slots=True)
 class _Server:
     pod: Pod
+    plan: RedisPodPlan
     process: LocalProcess
     files: Path
     redis: LocalRedis
+    loopback_ports: bool = False
     ready: bool = False
     ended_reported: bool = False
 
@@ -102,6 +105,7 @@ class LocalRedisServers:
         log_path: Callable[[Pod], Path],
         records: ProcessRecords,
         path: str,
+        sandboxed: Callable[[Pod], Awaitable[bool]],
         max_servers: int = MAX_SERVERS,
     ) -> None:
         self._client = client
@@ -111,6 +115,7 @@ class LocalRedisServers:
         self._log_path = log_path
         self._records = records
         self._path = path
+        self._sandboxed = sandboxed
         self._max_servers = max_servers
         self._servers: dict[str, _Server] = {}
 
@@ -152,10 +157,15 @@ class LocalRedisServers:
             return None
         return HeadRedis(env={RAY_REDIS_ADDRESS_ENV: local}, flags=flags)
 
+    async def local_address(self, namespace: str, value: str) -> str:
+        """A `RAY_REDIS_ADDRESS` of `namespace` with each Service of a local Redis pointed at it
+        (the rest unchanged)."""
+        services = (await self._client.list(SERVICE, namespace=namespace)).items
+        return local_redis_address(value, services, self.ready())
+
     async def _local_address(self, pod: Pod, value: str) -> str | None:
         namespace = pod["metadata"]["namespace"]
-        services = (await self._client.list(SERVICE, namespace=namespace)).items
-        local = local_redis_address(value, services, self.ready())
+        local = await self.local_address(namespace, value)
         if local == value and names_a_service(value, namespace):
             await self._tell(
                 pod,
@@ -256,13 +266,65 @@ class LocalRedisServers:
             raise
         labels = dict(pod["metadata"].get("labels") or {})
         redis = LocalRedis(plan.namespace, labels, dict(plan.container_ports), address, port)
-        self._servers[plan.uid] = _Server(pod=pod, process=process, files=files, redis=redis)
+        self._servers[plan.uid] = _Server(
+            pod=pod,
+            plan=plan,
+            process=process,
+            files=files,
+            redis=redis,
+            # `kubectl exec` finds the server at 127.0.0.1:<port> where namespaces can be made.
+            loopback_ports=await self._sandboxed(pod),
+        )
         message = (
             f"local redis-server on {address}:{port} (of its config only "
             f"{', '.join(sorted(ALLOWED_DIRECTIVES))} are used); its log: {self._log_path(pod)}"
         )
         logger.info("%s/%s: %s", plan.namespace, plan.pod, message)
         await self._record(pod, reason="LocalRedisStarted", message=message)
+
+    def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
+        """`LocalPods`: the Redis container of a local Redis Pod (None: the Pod's first, which
+        is the Redis one only when it comes first; the other containers do not run here)."""
+        server = self._server(namespace, pod)
+        if server is None:
+            return None
+        plan = server.plan
+        spec = server.pod.get("spec", {})
+        containers: Sequence[Mapping[str, Any]] = spec.get("containers") or [{}]
+        first = str(containers[0].get("name") or "")
+        if (container if container is not None else first) != plan.container:
+            return None
+        process = server.process
+        return LocalContainer(
+            namespace=namespace,
+            pod=pod,
+            pod_uid=plan.uid,
+            container=plan.container,
+            log_path=process.log_path,
+            env={**plan.env, "PATH": self._path, "HOSTNAME": pod},
+            working_dir=str(server.files / "data"),
+            ports=self._ports(server),
+            loopback_ports=server.loopback_ports,
+            running=process.returncode is None,
+        )
+
+    def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
+        """`LocalPods`: where a local Redis Pod's port listens (its Redis port only)."""
+        server = self._server(namespace, pod)
+        if server is None or server.process.returncode is not None:
+            return None
+        return self._ports(server).get(port)
+
+    def _server(self, namespace: str, pod: str) -> _Server | None:
+        for server in self._servers.values():
+            if server.plan.namespace == namespace and server.plan.pod == pod:
+                return server
+        return None
+
+    @staticmethod
+    def _ports(server: _Server) -> dict[int, tuple[str, int]]:
+        redis = server.redis
+        return {redis.port: (redis.address, redis.port)}
 
     async def _config_text(self, pod: Pod, plan: RedisPodPlan) -> str | None:
         """The Pod's config file as its volume holds it ("" when it names none)."""

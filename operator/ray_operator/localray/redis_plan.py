@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.localray.plan import UnplannablePodError, cluster_address
+from ray_operator.localray.plan import UnplannablePodError, cluster_address, container_env
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod
@@ -85,6 +85,10 @@ class RedisPodPlan:
     """`--name value...` arguments after the config file, as config lines (`name value...`)."""
     container_ports: Mapping[str, int] = field(default_factory=dict)
     """The Redis container's TCP containerPorts by name ("" for an unnamed one)."""
+    container: str = ""
+    """The Redis container's name (`kubectl exec -c`, `kubectl logs -c`)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Its literal env values (what a command run in it sees besides PATH)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +157,8 @@ def plan_redis_pod(pod: Pod) -> RedisPodPlan | None:
             for port in container.get("ports") or ()
             if port.get("containerPort") and (port.get("protocol") or "TCP") == "TCP"
         },
+        container=str(container.get("name") or ""),
+        env=container_env(container),
     )
 
 

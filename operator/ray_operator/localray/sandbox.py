@@ -20,21 +20,43 @@ that lives below it.
 `private_tmp`, and `mounts` in the order to mount: `{"source", "target", "read_only"}` binds,
 `{"tmpfs_size", "target"}` a tmpfs (bytes, or null for the kernel's default).
 Commands: `run SPEC` (start a Pod's process), `enter PID DIR -- ARGV` (run a command in a running
-Pod's namespaces: `kubectl exec`), `probe` (whether this machine allows it at all).
+Pod's namespaces: `kubectl exec`), `network PORTS -- ARGV` (run a command on a loopback of its own
+where the Pod's ports answer: `kubectl exec` into a local Redis Pod), `probe` (whether this
+machine allows it at all).
+
+`network`: a Pod whose server listens on an address of its own here (a local Redis on 127.x.y.z)
+is reached by its own clients at `127.0.0.1:<Pod port>`, as in a Pod's network namespace
+(`redis-cli` with no `-h`). The command gets a user and network namespace of its own, whose
+loopback has a listener on each Pod port; this process stays on the machine's network (it forked
+the command) and joins each connection to the Pod port to where that port listens here. Those
+listeners are made in the new namespace and handed back over a socket pair, so nothing on the
+machine's own loopback changes and two such commands never collide.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import json
 import os
+import signal
+import socket
 import stat
+import struct
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 1
+MAX_NETWORK_PORTS = 16
+COPY_BYTES = 64 << 10
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -77,6 +99,15 @@ def enter_argv(
     return [python, "-I", __file__, "enter", str(pid), working_dir, "--", *command]
 
 
+def network_argv(
+    ports: Mapping[int, tuple[str, int]], command: Sequence[str], *, python: str = sys.executable
+) -> list[str]:
+    """The command that runs `command` on a loopback of its own where `127.0.0.1:<Pod port>`
+    reaches the local address each Pod port (a key of `ports`) listens on."""
+    spec = ",".join(f"{pod_port}={host}:{port}" for pod_port, (host, port) in sorted(ports.items()))
+    return [python, "-I", __file__, "network", spec, "--", *command]
+
+
 def probe_argv(*, python: str = sys.executable) -> list[str]:
     """The command that exits 0 where user and mount namespaces can be made, else says why."""
     return [python, "-I", __file__, "probe"]
@@ -99,11 +130,13 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(result, f"mount {source or fstype} on {target}")
 
 
-def enter_own_namespaces() -> None:
+def enter_own_namespaces(*, network: bool = False) -> None:
     """Move this process into a new user namespace (the caller's ids mapped to themselves) and a
-    new mount namespace whose mounts do not propagate back."""
+    new mount namespace whose mounts do not propagate back (with `network`: a network namespace
+    of its own too, its loopback up)."""
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET if network else 0)
+    _check(_libc.unshare(flags), "unshare(user, mount)" + (", network" if network else ""))
     # Root maps every id where it may (so it keeps its reach over others' files); else, and
     # for anyone else, only the caller's own id (setgroups denied, as the kernel requires then).
     every_uid = uid == 0 and _write_map("uid_map", "0 0 4294967295")
@@ -113,6 +146,16 @@ def enter_own_namespaces() -> None:
         _write_map("setgroups", "deny", required=True)
         _write_map("gid_map", f"{gid} {gid} 1", required=True)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if network:
+        _loopback_up()
+
+
+def _loopback_up() -> None:
+    """Bring up `lo` of this process's (new) network namespace."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as control:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(control, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(control, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
 def _write_map(name: str, line: str, *, required: bool = False) -> bool:
@@ -321,12 +364,101 @@ def enter(pid: int, working_dir: str, argv: Sequence[str]) -> None:
         raise SandboxError(f'exec: "{argv[0]}": executable file not found in $PATH') from None
 
 
+def parse_ports(text: str) -> dict[int, tuple[str, int]]:
+    """`POD_PORT=HOST:PORT,...` (what `network_argv` writes) as Pod port → (host, port)."""
+    ports: dict[int, tuple[str, int]] = {}
+    for item in filter(None, text.split(",")):
+        pod_port, _, target = item.partition("=")
+        host, _, port = target.rpartition(":")
+        ports[int(pod_port)] = (host, int(port))
+    if len(ports) > MAX_NETWORK_PORTS:
+        raise SandboxError(f"more than {MAX_NETWORK_PORTS} Pod ports")
+    return ports
+
+
+def network(ports: Mapping[int, tuple[str, int]], argv: Sequence[str]) -> int:
+    """Fork `argv` into a network namespace of its own with a listener on `127.0.0.1:<Pod port>`
+    for each of `ports`; forward what connects there until it ends; its exit code."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - replaced by exec
+        ours.close()
+        try:
+            enter_own_namespaces(network=True)
+            listeners = [_listener(pod_port) for pod_port in ports]
+            socket.send_fds(theirs, [b"ok"], [listener.fileno() for listener in listeners])
+            theirs.close()
+            for listener in listeners:
+                listener.close()
+            os.execvp(argv[0], list(argv))
+        except FileNotFoundError:
+            print(
+                f'local Pod sandbox: exec: "{argv[0]}": executable file not found in $PATH',
+                file=sys.stderr,
+            )
+            os._exit(127)
+        except (SandboxError, OSError) as error:
+            print(f"local Pod sandbox: {error}", file=sys.stderr)
+            os._exit(126)
+    theirs.close()
+    _, fds, _, _ = socket.recv_fds(ours, 16, MAX_NETWORK_PORTS)
+    ours.close()
+    for fd, target in zip(fds, ports.values(), strict=False):
+        listener = socket.socket(fileno=fd)
+        threading.Thread(target=_accept, args=(listener, target), daemon=True).start()
+    # The command's own end is ours; a signal to this process goes to its group as well.
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(child, signal.SIGTERM))
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+
+def _listener(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    return listener
+
+
+def _accept(listener: socket.socket, target: tuple[str, int]) -> None:
+    while True:
+        client, _ = listener.accept()
+        try:
+            upstream = socket.create_connection(target, timeout=10)
+        except OSError:
+            client.close()
+            continue
+        upstream.settimeout(None)
+        threading.Thread(target=_join, args=(client, upstream), daemon=True).start()
+
+
+def _join(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy both ways until both ends finished, then close both."""
+    back = threading.Thread(target=_copy, args=(upstream, client), daemon=True)
+    back.start()
+    _copy(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def _copy(source: socket.socket, sink: socket.socket) -> None:
+    """Copy until `source` ends, then end `sink`'s writing half."""
+    with contextlib.suppress(OSError):
+        while data := source.recv(COPY_BYTES):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
 def main(args: Sequence[str]) -> int:
     try:
         if args[:1] == ["run"] and len(args) == 2:
             run(json.loads(Path(args[1]).read_text()))
         elif args[:1] == ["enter"] and len(args) > 4 and args[3] == "--":
             enter(int(args[1]), args[2], args[4:])
+        elif args[:1] == ["network"] and len(args) > 3 and args[2] == "--":
+            return network(parse_ports(args[1]), args[3:])
         elif args == ["probe"]:
             enter_own_namespaces()
             return 0

@@ -32,6 +32,11 @@ class LocalContainer:
     paths); a command run "in the Pod" joins them. None: the Pod has no namespaces of its own."""
     ports: Mapping[int, tuple[str, int]] = field(default_factory=dict)
     """Pod port (the `containerPort` a client names) → the address and port it listens on here."""
+    loopback_ports: bool = False
+    """Whether a command run in the Pod finds its `ports` at `127.0.0.1:<Pod port>`, as in a
+    Pod's own network namespace (a local Redis Pod: `redis-cli` with no `-h`). False: it runs on
+    this machine's network, where the Pod's processes are (a Ray Pod's env names their
+    addresses)."""
     running: bool = True
     """Whether its process still runs (False: it ended, its log stays readable, e.g. a RayJob
     submitter's); `kubectl logs -f` stops following then, and exec and port-forward refuse."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from ray_operator.localray.kubelet.http import BadRequestError, Request
 from ray_operator.localray.kubelet.session import SpdySession, SpdyStream
-from ray_operator.localray.sandbox import enter_argv
+from ray_operator.localray.sandbox import enter_argv, network_argv
 from ray_operator.localray.views import LocalContainer
 
 logger = logging.getLogger(__name__)
@@ -88,11 +88,14 @@ def exec_options(request: Request) -> ExecOptions:
 
 def command_in_pod(container: LocalContainer, command: Sequence[str]) -> list[str]:
     """The argv that runs `command` as a process of the Pod: the Pod's own user and mount
-    namespaces when the agent made some (its volumes at their mount paths), else as given.
+    namespaces when the agent made some (its volumes at their mount paths); on a loopback of its
+    own where its Pod ports answer when the Pod has `loopback_ports`; else as given.
     Working directory and environment are the caller's (`container.working_dir`, `env`)."""
-    if container.namespace_pid is None:
-        return list(command)
-    return enter_argv(container.namespace_pid, container.working_dir, command)
+    if container.namespace_pid is not None:
+        return enter_argv(container.namespace_pid, container.working_dir, command)
+    if container.loopback_ports:
+        return network_argv(container.ports, command)
+    return list(command)
 
 
 async def serve_exec(

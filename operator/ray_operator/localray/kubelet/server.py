@@ -211,7 +211,8 @@ class KubeletEndpoint:
             raise BadRequestError(
                 f"{what} {namespace}/{pod} runs no local process under ray-operator dev: only "
                 "the Ray container of the head, worker and RayJob submitter Pods the operator "
-                "created runs on this machine (other Pods on the fake node are KWOK's)",
+                "created and the Redis container of a redis-server Pod run on this machine "
+                "(other Pods on the fake node are KWOK's)",
                 code=404,
             )
         return found
