@@ -65,10 +65,6 @@ NEEDS_REDIS = (
     "serve the local Redis Pods yet (the RayCluster Redis samples pass)"
 )
 NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
-NO_INIT_CONTAINERS = (
-    "the local agent runs no init containers: the sample makes its TLS certificates in one, so "
-    "`ray start` with RAY_USE_TLS=1 finds none and exits (our gap, on no branch yet)"
-)
 NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
@@ -115,8 +111,8 @@ NOT_RUN: tuple[Reviewed, ...] = (
 )
 
 EXPECTED_FAILING: tuple[Reviewed, ...] = (
-    # Every other RayCluster sample passed after the three branches merged (2026-11-28).
-    Reviewed("sampleyaml", exactly("TestRayCluster", "ray-cluster.tls.yaml"), NO_INIT_CONTAINERS),
+    # Every RayCluster sample run passes (ray-cluster.tls.yaml since the agent runs init
+    # containers, 2026-11-28).
     # e2e: the GCS fault-tolerance tests deploy a Redis Pod of their own.
     Reviewed("e2e", exactly("TestRayClusterGCSFaultTolerance"), NEEDS_REDIS),
     Reviewed("e2e", exactly("TestGcsFaultToleranceOptions"), NEEDS_REDIS),

@@ -21,6 +21,7 @@ from ray_operator.localray.plan import (
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
+    plan_init_containers,
     plan_node,
     plan_submitter,
     pod_port_targets,
@@ -292,3 +293,37 @@ def test_a_heads_pod_ports_follow_its_ray_start_params() -> None:
         52365: "dashboard_agent_listen",
         8000: "serve_worker_proxy",
     }
+
+
+def test_init_containers_of_a_ray_image_run_in_order_and_the_rest_are_named_as_not_run() -> None:
+    cluster = raycluster(groups=[worker_group()])
+    pod = build_worker_pod(cluster, "workers", suffix="abcde", replica_index=0)
+    make = ["/bin/sh", "-c"]
+    pod["spec"]["initContainers"] += [
+        {
+            "name": "certs",
+            "image": "docker.io/rayproject/ray:2.46.0",
+            "command": make,
+            "args": ["x"],
+        },
+        {"name": "fetch", "image": "busybox:1.36", "command": ["wget", "http://example.com"]},
+        {"name": "again", "image": pod["spec"]["containers"][0]["image"], "command": ["true"]},
+    ]
+
+    plan = plan_init_containers(pod)
+
+    assert [(init.name, init.argv) for init in plan.run] == [
+        ("certs", ("/bin/sh", "-c", "x")),
+        ("again", ("true",)),
+    ]
+    # The operator's own wait-gcs-ready is the agent's wait: left out without a word.
+    assert [entry.split(" ")[0] for entry in plan.not_run] == ["fetch"]
+    assert "only Ray-image containers run locally" in plan.not_run[0]
+
+
+def test_an_init_container_of_a_ray_image_without_a_command_cannot_run() -> None:
+    pod = build_head_pod(raycluster(), suffix="abcde")
+    pod["spec"]["initContainers"] = [{"name": "entrypoint", "image": "rayproject/ray-ml:2.9.0"}]
+
+    with pytest.raises(UnplannablePodError, match="init container entrypoint sets no command"):
+        plan_init_containers(pod)

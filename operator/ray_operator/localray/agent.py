@@ -20,6 +20,12 @@ process, whatever its labels and owner references say:
   whoever created it): this machine's `redis-server` with the agent's own config (`redis.py`
   says why that is safe), and a head whose Redis address names its Service is pointed at it.
 
+A head or worker Pod's init containers of a Ray image run first, one after another, each to
+completion in the Pod's sandbox (its volumes, so an emptyDir one fills is what the Ray node
+reads); one that fails is run again after the restart backoff (`LocalRayInitContainerFailed`,
+its `initContainerStatuses` entry terminated with its exit code, as a kubelet shows `Init:Error`),
+and the Ray node does not start until all have succeeded.
+
 A Ray node's Pod turns Ready when its node serves (a worker: once the GCS counts its raylet
 alive), as a kubelet's readiness probe would make it.
 A Pod that is deleted (or ends) has its process group stopped and its files removed. Caps on
@@ -52,6 +58,7 @@ from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
     SERVE_PROXY_PORT,
     SERVE_TARGET,
+    InitContainerPlan,
     KubeAccess,
     NodePlan,
     NodePorts,
@@ -63,6 +70,7 @@ from ray_operator.localray.plan import (
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
+    plan_init_containers,
     plan_node,
     plan_submitter,
     pod_port_targets,
@@ -208,6 +216,23 @@ class _Running:
     view: PodView | None = None
 
 
+@dataclass(slots=True)
+class _InitRun:
+    """A Pod's init containers, run one after another before its Ray node."""
+
+    pod: Pod
+    plans: tuple[InitContainerPlan, ...]
+    next: int = 0
+    """The index of the init container running or to run next."""
+    process: LocalProcess | None = None
+    finished: dict[str, LocalProcess] = field(default_factory=dict)
+    failed: bool = False
+    """Whether one failed on the way (its status then says so until it succeeds)."""
+    failed_for_good: tuple[str, int, int] | None = None
+    """(name, exit code, restarts) of the one whose failure fails the Pod (restartPolicy Never)."""
+    failure_written: bool = False
+
+
 class LocalRayAgent:
     """Keeps one local process per Pod on the fake node that should run one."""
 
@@ -235,6 +260,7 @@ class LocalRayAgent:
         # Pod uid -> (restarts so far, monotonic time before which it must not start again).
         self._restarts: dict[str, tuple[int, float]] = {}
         self._submitters_checked: dict[str, bool] = {}
+        self._inits: dict[str, _InitRun] = {}
         environment = dict(os.environ if base_env is None else base_env)
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
@@ -309,6 +335,8 @@ class LocalRayAgent:
         }
         # Concurrently: each stop may wait out a grace period.
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
+        gone = [uid for uid in self._inits if uid not in wanted and uid not in self._running]
+        await asyncio.gather(*(self._stop_init(uid, remove_files=True) for uid in gone))
         await self._redis.sync(pods)  # before the heads, which may wait for their Redis
         await self._check_heads()
         await self._mark_ready()
@@ -342,6 +370,9 @@ class LocalRayAgent:
 
     async def stop_all(self) -> None:
         """Stop every process the agent started (workers first, heads last)."""
+        await asyncio.gather(
+            *(self._stop_init(uid, remove_files=True) for uid in list(self._inits))
+        )
         heads = {uid for uid, running in self._running.items() if _is_head(running)}
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in heads))
         await asyncio.gather(*(self._stop(uid) for uid in heads))
@@ -365,6 +396,8 @@ class LocalRayAgent:
         if redis is None:
             return
         address = cluster_address(plan.cluster_uid)
+        if not await self._initialized(pod, address=address):
+            return
         ports = _pick_ports(head=True)
         running = await self._start_node(
             pod, plan, ports=ports, address=address, gcs=None, redis=redis
@@ -405,7 +438,7 @@ class LocalRayAgent:
         if not await self._has_room(pod, head_of=None):
             return
         plan = await self._plan_node(pod, cluster)
-        if plan is None:
+        if plan is None or not await self._initialized(pod, address=head.address):
             return
         running = await self._start_node(
             pod,
@@ -488,6 +521,7 @@ class LocalRayAgent:
             head_temp_dir=None if head is None else head.temp_dir,
         )
         if view is None:
+            self._inits.pop(plan.uid, None)  # its volumes go: its init containers run again
             await asyncio.to_thread(_remove_files, files, temp_dir)
             return None
         plan = dataclasses.replace(plan, env=without_agent_owned(view.env))
@@ -498,6 +532,7 @@ class LocalRayAgent:
             process = self._process_for(view, argv, env=env, files=files, pod=pod)
             await process.start()
         except OSError:
+            self._inits.pop(plan.uid, None)
             await asyncio.to_thread(_remove_files, files, temp_dir)
             raise
         running = _Running(
@@ -620,6 +655,175 @@ class LocalRayAgent:
         if head is None or not head.gcs_ready or head.process.returncode is not None:
             return None
         return found
+
+    # -- init containers ------------------------------------------------------------------------
+
+    async def _initialized(self, pod: Pod, *, address: str) -> bool:
+        """Whether the Pod's init containers have all succeeded; else the next one is started
+        (or the one that failed, once its backoff is over). `address`: the cluster's."""
+        uid = pod["metadata"]["uid"]
+        run = self._inits.get(uid)
+        if run is None:
+            try:
+                plan = plan_init_containers(pod)
+            except UnplannablePodError as error:
+                await self._tell_once(pod, "LocalRayUnplannable", f"no local Ray process: {error}")
+                return False
+            if plan.not_run:
+                await self._tell_once(
+                    pod,
+                    "LocalRayInitContainersNotRun",
+                    "init containers not run locally: " + ", ".join(plan.not_run),
+                )
+            run = self._inits[uid] = _InitRun(pod=pod, plans=plan.run)
+        run.pod = pod
+        if run.failed_for_good is not None:
+            if not run.failure_written:  # as a kubelet: the Pod fails, nothing runs again
+                run.failure_written = await self._write_init_statuses(
+                    pod, failed=run.failed_for_good, phase="Failed"
+                )
+            return False
+        while run.next < len(run.plans):
+            init = run.plans[run.next]
+            if run.process is None:
+                run.process = await self._start_init(pod, init, address=address)
+                return False
+            code = run.process.returncode
+            if code is None:
+                return False
+            process, run.process = run.process, None
+            await process.stop()  # what it left running in its group, and its record
+            if code != 0:
+                await self._init_failed(run, init, process, code)
+                return False
+            run.finished[init.name] = process
+            run.next += 1
+        if run.failed:
+            run.failed = not await self._write_init_statuses(pod, failed=None)
+        return True
+
+    async def _start_init(
+        self, pod: Pod, init: InitContainerPlan, *, address: str
+    ) -> LocalProcess | None:
+        """The init container's process in the Pod's sandbox; None when its view cannot be made
+        (told, tried again next pass)."""
+        files = self._pod_directory(pod)
+        view = await self._prepare_view(pod, files, pod_ip=address, argv=init.argv, init=init)
+        if view is None:
+            return None
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(value) for name, value in without_agent_owned(view.env).items()
+            },
+            # The head's address, as the operator gives every init container (its Service's
+            # name there): here, the cluster's loopback address.
+            names.ENV_RAY_IP: address,
+            names.ENV_FQ_RAY_IP: address,
+        }
+        argv = [view.localised(word) for word in init.argv]
+        log_path = self._init_log_path(pod, init.name)
+        process = self._process_for(view, argv, env=env, files=files, pod=pod, log_path=log_path)
+        await process.start()
+        return process
+
+    async def _init_failed(
+        self, run: _InitRun, init: InitContainerPlan, process: LocalProcess, code: int
+    ) -> None:
+        """Tell a failed init container, as a kubelet does: its status says `Error` with its
+        exit code; it runs again after the restart backoff, or the Pod fails (restartPolicy
+        Never)."""
+        pod, uid = run.pod, run.pod["metadata"]["uid"]
+        run.failed = True
+        tail = process.tail()
+        if pod.get("spec", {}).get("restartPolicy") == "Never":
+            run.failed_for_good = (init.name, code, 0)
+            run.failure_written = await self._write_init_statuses(
+                pod, failed=run.failed_for_good, phase="Failed"
+            )
+            again = "the Pod fails, as a kubelet fails it (restartPolicy Never)"
+        else:
+            count, delay = self._back_off(uid)
+            await self._write_init_statuses(pod, failed=(init.name, code, count))
+            again = f"it runs again in {delay:g}s (restart {count})"
+        await self._record(
+            pod,
+            reason="LocalRayInitContainerFailed",
+            message=f"init container {init.name} ended with exit code {code}, so the Ray "
+            f"container does not start; {again}. Last lines of {process.log_path}:\n" + tail,
+            type="Warning",
+        )
+
+    async def _write_init_statuses(
+        self, pod: Pod, *, failed: tuple[str, int, int] | None, phase: str | None = None
+    ) -> bool:
+        """The Pod's `initContainerStatuses` and `Initialized` condition: `failed` (name, exit
+        code, restarts) terminated with `Error`, or (None) every one `Completed`."""
+        now = format_time(datetime.datetime.now(datetime.UTC))
+        statuses: list[dict[str, Any]] = []
+        for written in (pod.get("status") or {}).get("initContainerStatuses") or ():
+            entry: dict[str, Any] = dict(written)
+            if failed is None or entry.get("name") == failed[0]:
+                code = 0 if failed is None else failed[1]
+                entry["ready"] = failed is None
+                if failed is not None:
+                    entry["restartCount"] = failed[2]
+                entry["state"] = {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": "Completed" if code == 0 else "Error",
+                        "startedAt": now,
+                        "finishedAt": now,
+                    }
+                }
+            statuses.append(entry)
+        initialized = {
+            "type": "Initialized",
+            "status": "True" if failed is None else "False",
+            "lastTransitionTime": now,
+        }
+        if failed is not None:
+            initialized["reason"] = "ContainersNotInitialized"
+            initialized["message"] = f"containers with incomplete status: [{failed[0]}]"
+        status: dict[str, Any] = {"initContainerStatuses": statuses, "conditions": [initialized]}
+        if phase is not None:
+            status["phase"] = phase
+        return await self._patch_pod_status(pod, {"status": status}, patch_type=PatchType.STRATEGIC)
+
+    async def _stop_init(self, uid: str, *, remove_files: bool = False) -> None:
+        """Forget a Pod's init containers (ending the one running); `remove_files`: and the
+        Pod's files, for a Pod gone before its Ray node started."""
+        run = self._inits.pop(uid, None)
+        if run is None:
+            return
+        if run.process is not None:
+            await run.process.stop()
+        if remove_files:
+            await asyncio.to_thread(_remove_files, self._pod_directory(run.pod))
+
+    def _init_container(self, namespace: str, pod: str, name: str) -> LocalContainer | None:
+        """`LocalPods`: an init container the agent runs or ran for a Pod (its log)."""
+        for run in self._inits.values():
+            metadata = run.pod["metadata"]
+            if metadata.get("namespace") != namespace or metadata.get("name") != pod:
+                continue
+            process = run.finished.get(name)
+            if process is None and run.process is not None and run.next < len(run.plans):
+                process = run.process if run.plans[run.next].name == name else None
+            if process is None:
+                return None
+            alive = process.returncode is None
+            return _local_container(
+                run.pod,
+                name,
+                process,
+                working_dir=str(self._pod_directory(run.pod)),
+                namespace_pid=process.pid if alive else None,
+            )
+        return None
+
+    def _init_log_path(self, pod: Pod, name: str) -> Path:
+        return self._log_path(pod).with_suffix(f".init-{name}.log")
 
     # -- RayJob submitters ----------------------------------------------------------------------
 
@@ -774,9 +978,8 @@ class LocalRayAgent:
         register with the GCS within Ray's fixed 30 s, which a loaded machine can take."""
         pod = running.pod
         uid = pod["metadata"]["uid"]
-        count, _ = self._restarts.get(uid, (0, 0.0))
-        delay = min(self._options.restart_backoff * 2**count, MAX_RESTART_BACKOFF)
-        self._restarts[uid] = (count + 1, time.monotonic() + delay)
+        count, delay = self._back_off(uid)
+        count -= 1
         tail, log_path = running.process.tail(), running.process.log_path
         await self._stop(uid)
         containers = (pod.get("status") or {}).get("containerStatuses") or ()
@@ -793,6 +996,13 @@ class LocalRayAgent:
             f"with restartPolicy {policy}. Last lines of {log_path}:\n" + tail,
             type="Warning",
         )
+
+    def _back_off(self, uid: str) -> tuple[int, float]:
+        """Hold a Pod back for its next restart backoff: (its restarts now, the delay)."""
+        count, _ = self._restarts.get(uid, (0, 0.0))
+        delay = min(self._options.restart_backoff * 2**count, MAX_RESTART_BACKOFF)
+        self._restarts[uid] = (count + 1, time.monotonic() + delay)
+        return count + 1, delay
 
     def _backing_off(self, uid: str) -> bool:
         """Whether a Pod whose Ray node ended is still waiting out its restart backoff."""
@@ -828,6 +1038,7 @@ class LocalRayAgent:
         return await self._patch_pod_status(running.pod, {"status": status})
 
     async def _stop(self, uid: str) -> None:
+        await self._stop_init(uid)  # the Pod's files go: its init containers run again
         running = self._running.pop(uid, None)
         if running is None:
             return
@@ -851,20 +1062,23 @@ class LocalRayAgent:
         argv: Sequence[str],
         temp_dir: Path | None = None,
         head_temp_dir: Path | None = None,
+        init: InitContainerPlan | None = None,
     ) -> PodView | None:
-        """The container's volumes and env, made; None (told in an Event, tried again next pass)
-        when a volume or an env reference cannot be made, as a kubelet would not start it."""
+        """The container's (the Pod's first, or `init`) volumes and env, made; None (told in an
+        Event, tried again next pass) when a volume or an env reference cannot be made, as a
+        kubelet would not start it."""
         containers: Sequence[Object] = pod.get("spec", {}).get("containers") or [{}]
         try:
             return await self._views.prepare(
                 pod,
-                containers[0],
+                containers[0] if init is None else init.container,
                 pod_dir=files,
                 pod_ip=pod_ip,
                 argv=argv,
                 sandboxed=await self._sandboxed(pod),
                 ray_temp_dir=temp_dir,
                 head_temp_dir=head_temp_dir,
+                spec_file="sandbox.json" if init is None else f"init-{init.name}.json",
             )
         except UnresolvableEnvError as error:
             await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
@@ -873,7 +1087,14 @@ class LocalRayAgent:
         return None
 
     def _process_for(
-        self, view: PodView, argv: Sequence[str], *, env: Mapping[str, str], files: Path, pod: Pod
+        self,
+        view: PodView,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        files: Path,
+        pod: Pod,
+        log_path: Path | None = None,
     ) -> LocalProcess:
         """The Pod's process: in namespaces of its own (the sandbox execs `argv` as its spec
         says), or where none can be made, `argv` itself in the view's working directory."""
@@ -885,7 +1106,7 @@ class LocalRayAgent:
         else:
             cwd = Path(view.working_dir)
         return LocalProcess(
-            argv, env=env, cwd=cwd, log_path=self._log_path(pod), records=self._records
+            argv, env=env, cwd=cwd, log_path=log_path or self._log_path(pod), records=self._records
         )
 
     async def _sandboxed(self, pod: Pod) -> bool:
@@ -912,6 +1133,8 @@ class LocalRayAgent:
 
     def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
         """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first)."""
+        if container is not None and (init := self._init_container(namespace, pod, container)):
+            return init
         running = self._running_pod(namespace, pod)
         if running is None or running.view is None:
             return None
@@ -921,7 +1144,7 @@ class LocalRayAgent:
             process, view = running.process, running.view
             alive = process.returncode is None
             return _local_container(
-                running,
+                running.pod,
                 first,
                 process,
                 working_dir=view.working_dir,
@@ -930,7 +1153,9 @@ class LocalRayAgent:
             )
         autoscaler = running.autoscaler
         if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:
-            return _local_container(running, container, autoscaler, working_dir=str(running.files))
+            return _local_container(
+                running.pod, container, autoscaler, working_dir=str(running.files)
+            )
         return None
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
@@ -1022,7 +1247,7 @@ def _restarts_after(pod: Pod, code: int) -> bool:
 
 
 def _local_container(
-    running: _Running,
+    pod: Pod,
     name: str,
     process: LocalProcess,
     *,
@@ -1030,7 +1255,7 @@ def _local_container(
     namespace_pid: int | None = None,
     ports: Mapping[int, tuple[str, int]] | None = None,
 ) -> LocalContainer:
-    metadata = running.pod["metadata"]
+    metadata = pod["metadata"]
     return LocalContainer(
         namespace=str(metadata.get("namespace") or ""),
         pod=str(metadata.get("name") or ""),
