@@ -23,8 +23,10 @@ from ray_operator.localray.plan import (
     node_env,
     plan_init_containers,
     plan_node,
+    plan_sidecar_submitter,
     plan_submitter,
     pod_port_targets,
+    pointed_at_pod_ports,
     ray_start_argv,
     replace_address,
     rewrite_paths,
@@ -327,3 +329,34 @@ def test_an_init_container_of_a_ray_image_without_a_command_cannot_run() -> None
 
     with pytest.raises(UnplannablePodError, match="init container entrypoint sets no command"):
         plan_init_containers(pod)
+
+
+def test_a_sidecar_mode_head_pods_submitter_is_planned_with_its_command() -> None:
+    pod = build_head_pod(raycluster(), suffix="abcde")
+    image = pod["spec"]["containers"][0]["image"]
+    submitter = {"name": "ray-job-submitter", "image": image, "command": ["/bin/bash", "-ce", "--"]}
+    pod["spec"]["containers"].append({**submitter, "args": ["ray job submit"]})
+
+    plan = plan_sidecar_submitter(pod)
+
+    assert plan is not None
+    assert plan.argv == ("/bin/bash", "-ce", "--", "ray job submit")
+    pod["spec"]["containers"][-1]["image"] = "busybox:1.36"  # only a Ray image runs
+    assert plan_sidecar_submitter(pod) is None
+
+
+def test_a_containers_loopback_of_a_pod_port_is_pointed_at_where_that_port_listens() -> None:
+    ports = {8265: ("127.1.2.3", 40001)}
+    text = (
+        "until curl localhost:8265/api; do :; done; ray job submit --address http://127.0.0.1:8265"
+    )
+
+    pointed = pointed_at_pod_ports(text, ports)
+
+    assert pointed == (
+        "until curl 127.1.2.3:40001/api; do :; done; "
+        "ray job submit --address http://127.1.2.3:40001"
+    )
+    # Another port, or the same digits in a longer number or host, stays as written.
+    kept = "127.0.0.1:82650 10.127.0.0.1:8265 localhost:6379"
+    assert pointed_at_pod_ports(kept, ports) == kept

@@ -1,21 +1,32 @@
 """A Ray node Pod's containers besides the Ray one, as a kubelet runs them: its init containers
 of a Ray image first, in order, each to completion in the Pod's own view (so what one writes to an
 emptyDir is what the Ray node reads), and one that fails holds the Ray node back and runs again
-after the restart backoff."""
+after the restart backoff; a SidecarMode RayJob's submitter beside the head, its loopback pointed
+at the head's ports, its end written into the Pod's status (against a real API server: the
+RayJob controller reads it there)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ray_operator.localray.agent import LocalRayAgent, LocalRayRegistry
-from ray_operator.runtime.kinds import RAY_CLUSTER
+from ray_operator.builders.pods import build_head_pod
+from ray_operator.localray.agent import LocalRayRegistry
+from ray_operator.runtime.client import KubeClient
+from ray_operator.runtime.kinds import POD, RAY_CLUSTER
 from ray_operator.runtime.store import Store
 
 from tests.builders.clusters import raycluster
-from tests.localray.agents import RecordedEvents, agent_without_ray, running_head_pod
+from tests.localray.agents import (
+    RecordedEvents,
+    agent_without_ray,
+    running_head_pod,
+    sync_until,
+)
+from tests.localray.test_agent_scope import observed_client
+
+__all__ = ["observed_client"]  # the fixture: a client of the session's real API server
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -46,15 +57,6 @@ def _head_pod_with_init(script: str) -> tuple[Store, LocalRayRegistry, dict[str,
     return store, registry, pod
 
 
-async def _sync_until(agent: LocalRayAgent, pod: dict[str, Any], done: Callable[[], bool]) -> None:
-    for _ in range(300):
-        await agent.sync([pod])
-        if done():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the agent never got there")
-
-
 def _read(path: Path | None) -> str:
     return path.read_text() if path is not None and path.exists() else ""
 
@@ -76,7 +78,7 @@ async def test_an_init_container_fills_an_empty_dir_before_the_ray_node_starts(
             found = agent.container(namespace, name, None)
             return found is not None and "END-OF-FILE" in _read(found.log_path)
 
-        await _sync_until(agent, pod, told)
+        await sync_until(agent, pod, told)
         ray_node = agent.container(namespace, name, None)
         init = agent.container(namespace, name, "make-it")
         assert ray_node is not None
@@ -97,7 +99,7 @@ async def test_a_failing_init_container_holds_the_ray_node_back_and_runs_again_a
     async with agent_without_ray(
         tmp_path, store=store, registry=registry, events=events, restart_backoff=0.2
     ) as agent:
-        await _sync_until(
+        await sync_until(
             agent, pod, lambda: events.reasons().count("LocalRayInitContainerFailed") >= 2
         )
 
@@ -118,10 +120,68 @@ async def test_an_init_container_of_a_pod_that_never_restarts_fails_it_once(
     async with agent_without_ray(
         tmp_path, store=store, registry=registry, events=events, restart_backoff=0.01
     ) as agent:
-        await _sync_until(agent, pod, lambda: "LocalRayInitContainerFailed" in events.reasons())
+        await sync_until(agent, pod, lambda: "LocalRayInitContainerFailed" in events.reasons())
         for _ in range(10):
             await agent.sync([pod])
             await asyncio.sleep(0.05)
 
     assert events.reasons() == ["LocalRayInitContainerFailed"]
     assert "the Pod fails, as a kubelet fails it (restartPolicy Never)" in events.recorded[0][1]
+
+
+async def test_a_sidecar_mode_submitter_runs_beside_its_head_and_its_exit_code_is_written(
+    tmp_path: Path, namespace: str, observed_client: KubeClient
+) -> None:
+    client = observed_client
+    manifest = raycluster(namespace=namespace)
+    del manifest["metadata"]["uid"]
+    cluster = await client.create(RAY_CLUSTER, manifest)
+    pod = build_head_pod(cluster, suffix="abcde")
+    ray = pod["spec"]["containers"][0]
+    submit = "echo submitting to http://127.0.0.1:8265; exit 3"
+    sidecar = {"name": "ray-job-submitter", "image": ray["image"], "command": ["/bin/sh", "-c"]}
+    pod["spec"]["containers"].append({**sidecar, "args": [submit]})
+    pod["spec"]["nodeName"] = "no-kubelet-here"  # its status is the test's and the agent's
+    created = await client.create(POD, pod)
+    running = {"running": {"startedAt": "2026-11-28T00:00:00Z"}}
+    statuses = [
+        {"name": c["name"], "image": c["image"], "imageID": "", "ready": False}
+        | {"restartCount": 0, "state": running}
+        for c in pod["spec"]["containers"]
+    ]
+    name = created["metadata"]["name"]
+    status = {"phase": "Running", "podIP": "10.244.0.9", "containerStatuses": statuses}
+    await client.patch_status(POD, name, {"status": status}, namespace=namespace)
+    store = Store()
+    store.upsert(RAY_CLUSTER, cluster)
+    registry = LocalRayRegistry()
+    registry.created.record("Pod", created)
+    head = PROGRAMS / "ray-that-listens-as-a-head"
+    async with agent_without_ray(
+        tmp_path, store=store, registry=registry, events=RecordedEvents(), client=client, ray=head
+    ) as agent:
+        for _ in range(300):
+            seen = await client.get(POD, name, namespace=namespace)
+            await agent.sync([seen])
+            ended = _state(seen, "ray-job-submitter").get("terminated")
+            if ended:
+                break
+            await asyncio.sleep(0.05)
+        submitter = agent.container(namespace, name, "ray-job-submitter")
+        local = registry.get(namespace, cluster["metadata"]["name"])
+        assert submitter is not None
+        assert local is not None
+        said = _read(submitter.log_path)
+
+    assert ended is not None
+    assert (ended["exitCode"], ended["reason"]) == (3, "Error")
+    assert "running" in _state(seen, ray["name"])  # the head runs on
+    # Its loopback is the head's in a cluster: the Pod's dashboard port, pointed at the local one.
+    assert said == f"submitting to {local.dashboard_url}\n"
+
+
+def _state(pod: Any, container: str) -> dict[str, Any]:
+    for entry in (pod.get("status") or {}).get("containerStatuses") or ():
+        if entry["name"] == container:
+            return dict(entry["state"])
+    return {}

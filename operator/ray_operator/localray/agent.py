@@ -10,6 +10,9 @@ process, whatever its labels and owner references say:
 - a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address, entered at
   once in the registry the operator's dashboard resolver reads; once its GCS accepts
   connections, its autoscaler sidecar (if the Pod has one) runs as `ray kuberay-autoscaler`;
+  a SidecarMode RayJob's head also runs its submitter container then (its loopback addresses
+  of the Pod's ports pointed at the head's local ones), and its end is written into the Pod's
+  `containerStatuses` as a kubelet writes it, which is how the RayJob controller learns it;
 - a worker Pod: `ray start --address=<that head's GCS>`, started once the head's GCS is up (and
   again, against the new head, when the head is replaced);
 - a RayJob submitter Pod (K8sJobMode) of a Job the operator created, holding that Job's
@@ -53,12 +56,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ray_operator import labels as names
+from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
     SERVE_PROXY_PORT,
     SERVE_TARGET,
-    InitContainerPlan,
+    ContainerPlan,
     KubeAccess,
     NodePlan,
     NodePorts,
@@ -72,8 +76,10 @@ from ray_operator.localray.plan import (
     node_env,
     plan_init_containers,
     plan_node,
+    plan_sidecar_submitter,
     plan_submitter,
     pod_port_targets,
+    pointed_at_pod_ports,
     ray_start_argv,
     replace_address,
     shape_summary,
@@ -214,6 +220,11 @@ class _Running:
     ready_reported: bool = False
     ended_reported: bool = False
     view: PodView | None = None
+    sidecar: LocalProcess | None = None
+    """A SidecarMode head's submitter container, once started."""
+    sidecar_started: str = ""
+    sidecar_ended: dict[str, Any] | None = None
+    """Its `terminated` state, once it ended (kept in every status the agent writes)."""
 
 
 @dataclass(slots=True)
@@ -221,7 +232,7 @@ class _InitRun:
     """A Pod's init containers, run one after another before its Ray node."""
 
     pod: Pod
-    plans: tuple[InitContainerPlan, ...]
+    plans: tuple[ContainerPlan, ...]
     next: int = 0
     """The index of the init container running or to run next."""
     process: LocalProcess | None = None
@@ -333,6 +344,8 @@ class LocalRayAgent:
         self._submitters_checked = {
             uid: ok for uid, ok in self._submitters_checked.items() if uid in listed
         }
+        for uid, running in self._running.items():
+            running.pod = wanted.get(uid, running.pod)  # its status as now written
         # Concurrently: each stop may wait out a grace period.
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
         gone = [uid for uid in self._inits if uid not in wanted and uid not in self._running]
@@ -484,6 +497,7 @@ class LocalRayAgent:
     ) -> _Running | None:
         """The node's process, started; None when its volumes or env cannot be made (told)."""
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
+        sidecar = plan_sidecar_submitter(pod) if plan.is_head else None
         others = [
             name
             for container in (pod.get("spec", {}).get("containers") or [])[1:]
@@ -491,13 +505,14 @@ class LocalRayAgent:
                 (name := container.get("name", "")) == names.AUTOSCALER_CONTAINER_NAME
                 and runs_autoscaler
             )
+            and not (sidecar is not None and name == sidecar.name)
         ]
         if others:
             await self._tell_once(
                 pod,
                 "LocalRayContainersNotRun",
-                f"only the Ray container runs locally, not {', '.join(others)} (a SidecarMode "
-                "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
+                f"only the Ray container (and Ray's autoscaler, a SidecarMode RayJob's submitter "
+                f"of a Ray image) runs locally, not {', '.join(others)}",
             )
         files = self._pod_directory(pod)
         # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
@@ -549,14 +564,21 @@ class LocalRayAgent:
         return running
 
     async def _check_heads(self) -> None:
-        """Mark heads whose GCS accepts connections: their workers may start now."""
+        """Mark heads whose GCS accepts connections: their workers (and a SidecarMode
+        submitter) may start now."""
         for running in self._running.values():
-            if running.plan is None or not running.plan.is_head or running.gcs_ready:
+            if running.plan is None or not running.plan.is_head:
+                continue
+            if running.gcs_ready:
+                if running.sidecar is None and running.process.returncode is None:
+                    # Tried again while its view cannot be made.
+                    await self._start_sidecar_submitter(running)
                 continue
             if running.process.returncode is None and running.ports is not None:
                 running.gcs_ready = await _accepts(running.address, running.ports.gcs)
                 if running.gcs_ready:
                     await self._start_autoscaler(running)
+                    await self._start_sidecar_submitter(running)
 
     async def _start_autoscaler(self, head: _Running) -> None:
         """The head's autoscaler sidecar, once its GCS is up (it patches the RayCluster's
@@ -581,14 +603,17 @@ class LocalRayAgent:
         process = LocalProcess(
             argv, env=env, cwd=head.files, log_path=log_path, records=self._records
         )
+        if await self._started(process, head.pod, "LocalRayAutoscalerNotRun", "Ray's autoscaler"):
+            head.autoscaler = process
+
+    async def _started(self, process: LocalProcess, pod: Pod, reason: str, what: str) -> bool:
+        """Start a process beside a Pod's Ray node; False (told once) when it cannot start."""
         try:
             await process.start()
         except OSError as error:
-            await self._tell_once(
-                head.pod, "LocalRayAutoscalerNotRun", f"Ray's autoscaler could not start: {error}"
-            )
-            return
-        head.autoscaler = process
+            await self._tell_once(pod, reason, f"{what} could not start: {error}")
+            return False
+        return True
 
     async def _mark_ready(self) -> None:
         """Make a node's Pod Ready once its Ray node serves (the head: GCS and dashboard; a
@@ -607,23 +632,36 @@ class LocalRayAgent:
                     running.address, running.ports.dashboard_agent_listen, RAYLET_HEALTH_PATH
                 )
             if up:
-                running.ready_reported = await self._write_readiness(running.pod, ready=True)
+                running.ready_reported = await self._write_readiness(running, ready=True)
 
-    async def _write_readiness(self, pod: Pod, *, ready: bool) -> bool:
+    async def _write_readiness(self, running: _Running, *, ready: bool) -> bool:
         """Set the Pod's Ready and ContainersReady conditions; False when it could not."""
         status = "True" if ready else "False"
         now = format_time(datetime.datetime.now(datetime.UTC))
-        containers = (pod.get("status") or {}).get("containerStatuses") or ()
         patch = {
             "status": {
                 "conditions": [
                     {"type": kind, "status": status, "lastTransitionTime": now}
                     for kind in ("Ready", "ContainersReady")
                 ],
-                "containerStatuses": [{**entry, "ready": ready} for entry in containers],
+                "containerStatuses": self._container_statuses(running, ready=ready),
             }
         }
-        return await self._patch_pod_status(pod, patch, patch_type=PatchType.STRATEGIC)
+        return await self._patch_pod_status(running.pod, patch, patch_type=PatchType.STRATEGIC)
+
+    @staticmethod
+    def _container_statuses(running: _Running, *, ready: bool) -> list[dict[str, Any]]:
+        """The Pod's `containerStatuses` with each container's `ready`, and an ended SidecarMode
+        submitter's `terminated` state (never taken back by a later write from an older list)."""
+        statuses: list[dict[str, Any]] = []
+        for written in (running.pod.get("status") or {}).get("containerStatuses") or ():
+            entry: dict[str, Any] = {**written, "ready": ready}
+            if running.sidecar_ended is not None and entry.get("name") == SUBMITTER_CONTAINER_NAME:
+                entry.update(
+                    ready=False, started=False, state={"terminated": running.sidecar_ended}
+                )
+            statuses.append(entry)
+        return statuses
 
     async def _patch_pod_status(
         self, pod: Pod, patch: Object, *, patch_type: PatchType = PatchType.MERGE
@@ -655,6 +693,79 @@ class LocalRayAgent:
         if head is None or not head.gcs_ready or head.process.returncode is not None:
             return None
         return found
+
+    # -- a SidecarMode RayJob's submitter -------------------------------------------------------
+
+    async def _start_sidecar_submitter(self, head: _Running) -> None:
+        """The head Pod's submitter container, once its GCS is up (its command waits for the
+        dashboard itself), in the Pod's sandbox, its loopback addresses of the Pod's ports
+        pointed at the head's local ones."""
+        plan = plan_sidecar_submitter(head.pod)
+        if plan is None or head.sidecar is not None:
+            return
+        ports = self._pod_ports(head)
+
+        def local(text: str) -> str:
+            return pointed_at_pod_ports(text, ports)
+
+        argv = [local(word) for word in plan.argv]
+        view = await self._prepare_view(
+            head.pod, head.files, pod_ip=head.address, argv=argv, other=plan
+        )
+        if view is None:
+            return
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(local(value))
+                for name, value in without_agent_owned(view.env).items()
+            },
+        }
+        argv = [view.localised(word) for word in argv]
+        log_path = self._log_path(head.pod).with_suffix(f".{plan.name}.log")
+        process = self._process_for(
+            view, argv, env=env, files=head.files, pod=head.pod, log_path=log_path
+        )
+        if not await self._started(
+            process, head.pod, "LocalRayStartFailed", "the submitter container"
+        ):
+            return
+        head.sidecar = process
+        head.sidecar_started = format_time(datetime.datetime.now(datetime.UTC))
+        await self._record(
+            head.pod,
+            reason="LocalRaySubmitterStarted",
+            message=f"the {plan.name} container runs locally beside the head; its output: "
+            f"{log_path}",
+        )
+
+    async def _report_sidecar_ended(self, head: _Running) -> None:
+        """Write the submitter container's end into the Pod's `containerStatuses`, as its
+        kubelet would: the RayJob controller reads its exit code there."""
+        process = head.sidecar
+        if process is None or process.returncode is None or head.sidecar_ended is not None:
+            return
+        code = process.returncode
+        now = format_time(datetime.datetime.now(datetime.UTC))
+        ended = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": head.sidecar_started or now,
+            "finishedAt": now,
+        }
+        head.sidecar_ended = ended
+        ready = head.ready_reported and head.process.returncode is None
+        patch = {"status": {"containerStatuses": self._container_statuses(head, ready=ready)}}
+        if not await self._patch_pod_status(head.pod, patch, patch_type=PatchType.STRATEGIC):
+            head.sidecar_ended = None  # written on the next pass
+            return
+        await self._record(
+            head.pod,
+            reason="LocalRaySubmitterEnded",
+            message=f"the {SUBMITTER_CONTAINER_NAME} container ended with exit code {code}. Last "
+            f"lines of {process.log_path}:\n" + process.tail(),
+            type="Normal" if code == 0 else "Warning",
+        )
 
     # -- init containers ------------------------------------------------------------------------
 
@@ -703,12 +814,12 @@ class LocalRayAgent:
         return True
 
     async def _start_init(
-        self, pod: Pod, init: InitContainerPlan, *, address: str
+        self, pod: Pod, init: ContainerPlan, *, address: str
     ) -> LocalProcess | None:
         """The init container's process in the Pod's sandbox; None when its view cannot be made
         (told, tried again next pass)."""
         files = self._pod_directory(pod)
-        view = await self._prepare_view(pod, files, pod_ip=address, argv=init.argv, init=init)
+        view = await self._prepare_view(pod, files, pod_ip=address, argv=init.argv, other=init)
         if view is None:
             return None
         env = {
@@ -728,7 +839,7 @@ class LocalRayAgent:
         return process
 
     async def _init_failed(
-        self, run: _InitRun, init: InitContainerPlan, process: LocalProcess, code: int
+        self, run: _InitRun, init: ContainerPlan, process: LocalProcess, code: int
     ) -> None:
         """Tell a failed init container, as a kubelet does: its status says `Error` with its
         exit code; it runs again after the restart backoff, or the Pod fails (restartPolicy
@@ -950,6 +1061,7 @@ class LocalRayAgent:
                     f"Ray's autoscaler ended with exit code {autoscaler.returncode}; the cluster "
                     f"no longer scales. Last lines of {autoscaler.log_path}:\n" + autoscaler.tail(),
                 )
+            await self._report_sidecar_ended(running)
             code = running.process.returncode
             if code is None or running.ended_reported:
                 continue
@@ -957,7 +1069,7 @@ class LocalRayAgent:
                 running.ended_reported = await self._finish_submitter(running, code)
                 continue
             running.ended_reported = True
-            await self._write_readiness(running.pod, ready=False)
+            await self._write_readiness(running, ready=False)
             if _restarts_after(running.pod, code):
                 await self._restart_later(running, code)
                 continue
@@ -1042,8 +1154,9 @@ class LocalRayAgent:
         running = self._running.pop(uid, None)
         if running is None:
             return
-        if running.autoscaler is not None:
-            await running.autoscaler.stop()
+        for sidecar in (running.autoscaler, running.sidecar):
+            if sidecar is not None:
+                await sidecar.stop()
         await running.process.stop()
         plan = running.plan
         if plan is not None and plan.is_head:
@@ -1062,23 +1175,23 @@ class LocalRayAgent:
         argv: Sequence[str],
         temp_dir: Path | None = None,
         head_temp_dir: Path | None = None,
-        init: InitContainerPlan | None = None,
+        other: ContainerPlan | None = None,
     ) -> PodView | None:
-        """The container's (the Pod's first, or `init`) volumes and env, made; None (told in an
+        """The container's (the Pod's first, or `other`) volumes and env, made; None (told in an
         Event, tried again next pass) when a volume or an env reference cannot be made, as a
         kubelet would not start it."""
         containers: Sequence[Object] = pod.get("spec", {}).get("containers") or [{}]
         try:
             return await self._views.prepare(
                 pod,
-                containers[0] if init is None else init.container,
+                containers[0] if other is None else other.container,
                 pod_dir=files,
                 pod_ip=pod_ip,
                 argv=argv,
                 sandboxed=await self._sandboxed(pod),
                 ray_temp_dir=temp_dir,
                 head_temp_dir=head_temp_dir,
-                spec_file="sandbox.json" if init is None else f"init-{init.name}.json",
+                spec_file="sandbox.json" if other is None else f"container-{other.name}.json",
             )
         except UnresolvableEnvError as error:
             await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
@@ -1150,6 +1263,10 @@ class LocalRayAgent:
                 working_dir=view.working_dir,
                 namespace_pid=process.pid if view.spec_path is not None and alive else None,
                 ports=self._pod_ports(running),
+            )
+        if container == SUBMITTER_CONTAINER_NAME and running.sidecar is not None:
+            return _local_container(
+                running.pod, container, running.sidecar, working_dir=str(running.files)
             )
         autoscaler = running.autoscaler
         if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:

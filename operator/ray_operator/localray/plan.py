@@ -18,6 +18,11 @@ environment stands for a Ray image, as it does for the Ray container. Init conta
 image, and the operator's own `wait-gcs-ready` (the agent starts a worker once its head's GCS is
 up, which is that wait) and `wait-for-tls-ip-san`, are not run.
 
+A SidecarMode RayJob's head Pod holds the submitter container (`ray-job-submitter`), which runs
+beside the head as a second process (`plan_sidecar_submitter`); as it shares the head's network
+namespace in a cluster, its `127.0.0.1:<Pod port>` and `localhost:<Pod port>` mean the head's
+ports, which `pointed_at_pod_ports` turns into their local addresses.
+
 A Pod's volumes and `valueFrom` env are planned in `volumes.py` and shown at their mount paths
 by `sandbox.py`; where that cannot be, `rewrite_paths` points env values naming a mount path at
 the volume's local directory. `pod_port_targets` says which of a node's ports a Pod port means.
@@ -37,6 +42,7 @@ from ray_operator import labels as names
 from ray_operator.builders.manifest import head_group, worker_groups
 from ray_operator.builders.mtls import WAIT_FOR_IP_SAN_CONTAINER
 from ray_operator.builders.ray_start import complete_params
+from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
@@ -110,8 +116,9 @@ class SubmitterPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class InitContainerPlan:
-    """One init container to run to completion before a Ray node: its command as written."""
+class ContainerPlan:
+    """A container of a Ray node's Pod besides the Ray one (an init container, the SidecarMode
+    submitter) that runs locally: its command as written."""
 
     name: str
     argv: tuple[str, ...]
@@ -123,7 +130,7 @@ class InitContainerPlan:
 class InitContainersPlan:
     """A Ray node Pod's init containers: those that run (in order) and those that do not."""
 
-    run: tuple[InitContainerPlan, ...]
+    run: tuple[ContainerPlan, ...]
     not_run: tuple[str, ...]
     """`name (why)` of each init container of another image (the operator's waits go unsaid)."""
 
@@ -280,8 +287,35 @@ def plan_init_containers(pod: Pod) -> InitContainersPlan:
         else:
             argv = [str(word) for word in container.get("command") or ()]
             argv += [str(word) for word in container.get("args") or ()]
-            run.append(InitContainerPlan(name=name, argv=tuple(argv), container=dict(container)))
+            run.append(ContainerPlan(name=name, argv=tuple(argv), container=dict(container)))
     return InitContainersPlan(run=tuple(run), not_run=tuple(not_run))
+
+
+def plan_sidecar_submitter(pod: Pod) -> ContainerPlan | None:
+    """The head Pod's SidecarMode submitter container, when it has one of a Ray image with a
+    command (the operator builds it with the head's image and a `bash -c` command)."""
+    containers = pod.get("spec", {}).get("containers") or ()
+    ray_image = str(_ray_container(pod).get("image") or "")
+    for container in containers[1:]:
+        if container.get("name") != SUBMITTER_CONTAINER_NAME or not container.get("command"):
+            continue
+        image = str(container.get("image") or "")
+        if image == ray_image or is_ray_image(image):
+            argv = [str(word) for word in container.get("command") or ()]
+            argv += [str(word) for word in container.get("args") or ()]
+            return ContainerPlan(
+                name=SUBMITTER_CONTAINER_NAME, argv=tuple(argv), container=dict(container)
+            )
+    return None
+
+
+def pointed_at_pod_ports(text: str, ports: Mapping[int, tuple[str, int]]) -> str:
+    """`text` with `127.0.0.1:<port>` and `localhost:<port>` of each Pod port replaced by where
+    that port listens locally (a container's loopback is its Pod's in a cluster)."""
+    for pod_port, (host, port) in ports.items():
+        pattern = rf"(?<![\w.-])(?:127\.0\.0\.1|localhost):{pod_port}(?!\d)"
+        text = re.sub(pattern, _constant(f"{host}:{port}"), text)
+    return text
 
 
 def is_ray_image(image: str) -> bool:
