@@ -16,6 +16,7 @@ from ray_operator.localray.volumes import (
     Projected,
     UnmountableVolumeError,
     UnresolvableEnvError,
+    config_map_contents,
     container_env,
     container_mounts,
     downward_api_files,
@@ -158,6 +159,19 @@ def test_key_files_are_laid_out_as_the_kubelet_does() -> None:
     with pytest.raises(UnmountableVolumeError, match="ConfigMap 'cm' does not exist"):
         key_files(every_key, None)
     assert key_files(KeyFiles("Secret", "s", optional=True), None) == {}
+
+
+def test_a_config_maps_binary_data_keys_are_files_too() -> None:
+    """KubeRay's e2e tests ship their job scripts (counter.py, ...) as `binaryData`."""
+    config_map = {"data": {"a.txt": "text"}, "binaryData": {"counter.py": "aW1wb3J0IHJheQ=="}}
+
+    contents = config_map_contents(config_map)
+
+    assert contents == {"a.txt": "text", "counter.py": b"import ray"}
+    assert key_files(KeyFiles("ConfigMap", "jobs"), contents)["counter.py"] == (
+        b"import ray",
+        0o644,
+    )
 
 
 def test_downward_api_files_hold_the_pods_fields() -> None:

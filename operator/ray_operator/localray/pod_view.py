@@ -36,6 +36,7 @@ from ray_operator.localray.volumes import (
     UnmountableVolumeError,
     VolumeMount,
     as_text,
+    config_map_contents,
     container_env,
     container_mounts,
     decoded_secret_data,
@@ -205,7 +206,7 @@ class PodViews:
             return None
         if source.kind == "Secret":
             return decoded_secret_data(found)
-        return {str(key): str(value) for key, value in (found.get("data") or {}).items()}
+        return config_map_contents(found)
 
     async def _claimed_host_path(self, pod: Object, source: Claim) -> str:
         namespace = str(pod["metadata"].get("namespace") or "")

@@ -435,8 +435,23 @@ def _is_inside(path: str) -> bool:
 
 def decoded_secret_data(secret: Object) -> dict[str, bytes]:
     """A Secret's `data` (base64, as the API serves it); undecodable values are left out."""
+    return _decoded(secret.get("data") or {})
+
+
+def config_map_contents(config_map: Object) -> dict[str, FileContent]:
+    """A ConfigMap's keys as a kubelet writes them into a volume: `data` as text and
+    `binaryData` (base64, as the API serves it) as bytes (KubeRay's e2e tests ship their job
+    scripts as `binaryData`)."""
+    contents: dict[str, FileContent] = {
+        str(key): str(value) for key, value in (config_map.get("data") or {}).items()
+    }
+    contents.update(_decoded(config_map.get("binaryData") or {}))
+    return contents
+
+
+def _decoded(values: Mapping[str, Any]) -> dict[str, bytes]:
     decoded = {}
-    for key, value in (secret.get("data") or {}).items():
+    for key, value in values.items():
         try:
             decoded[str(key)] = base64.b64decode(str(value), validate=True)
         except ValueError:
