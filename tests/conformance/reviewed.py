@@ -65,7 +65,6 @@ NEEDS_REDIS = (
     "serve the local Redis Pods yet (the RayCluster Redis samples pass)"
 )
 NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
-NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
     Reviewed(
@@ -156,14 +155,8 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
             "RayJob has exceed SubmitterFinishedTimeout",
         )
     ),
-    # The local agent runs only a Pod's Ray container: a SidecarMode submitter never runs
-    # (README, "Real Ray under make run"). Our own gap, on no branch yet.
-    Reviewed("e2erayjob", exactly("TestRayJobSidecarMode"), NO_SIDECAR_SUBMITTER),
-    Reviewed(
-        "e2erayjob",
-        exactly("TestRayJobRetry", "Failing RayJob with SidecarMode submission mode"),
-        NO_SIDECAR_SUBMITTER,
-    ),
+    # TestRayJobSidecarMode and TestRayJobRetry's SidecarMode subtest pass since the agent runs
+    # the head Pod's submitter container (2026-11-29).
 )
 
 REVIEWED: tuple[Reviewed, ...] = NOT_RUN + EXPECTED_FAILING
