@@ -285,9 +285,7 @@ def plan_init_containers(pod: Pod) -> InitContainersPlan:
                 f"init container {name} sets no command; only an explicit command can run locally"
             )
         else:
-            argv = [str(word) for word in container.get("command") or ()]
-            argv += [str(word) for word in container.get("args") or ()]
-            run.append(ContainerPlan(name=name, argv=tuple(argv), container=dict(container)))
+            run.append(ContainerPlan(name=name, argv=_argv(container), container=dict(container)))
     return InitContainersPlan(run=tuple(run), not_run=tuple(not_run))
 
 
@@ -301,12 +299,16 @@ def plan_sidecar_submitter(pod: Pod) -> ContainerPlan | None:
             continue
         image = str(container.get("image") or "")
         if image == ray_image or is_ray_image(image):
-            argv = [str(word) for word in container.get("command") or ()]
-            argv += [str(word) for word in container.get("args") or ()]
             return ContainerPlan(
-                name=SUBMITTER_CONTAINER_NAME, argv=tuple(argv), container=dict(container)
+                name=SUBMITTER_CONTAINER_NAME, argv=_argv(container), container=dict(container)
             )
     return None
+
+
+def _argv(container: Object) -> tuple[str, ...]:
+    """A container's `command` then `args`, as the runtime joins them."""
+    words = [*(container.get("command") or ()), *(container.get("args") or ())]
+    return tuple(str(word) for word in words)
 
 
 def pointed_at_pod_ports(text: str, ports: Mapping[int, tuple[str, int]]) -> str:
