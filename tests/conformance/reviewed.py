@@ -62,6 +62,11 @@ INSTALLED_RAY_CLI = (
     "the submitter Job retries, resubmits the job to the new head and it SUCCEEDs; the test "
     "expects the submitter to have completed and the job to fail the 30 s grace period"
 )
+JOB_STATUS_REFUSED = (
+    "the test marks the submitter Job Complete by a status write that our kube-apiserver (1.34) "
+    "refuses (Complete=True without SuccessCriteriaMet=true, and active>0 on a finished Job); "
+    "the older one of KubeRay's CI took it"
+)
 NO_POD_NETWORK = (
     "a Pod's own network and PID namespaces: its script, run by kubectl exec in the head Pod, "
     "dials ray://127.0.0.1:10001, but local Ray nodes share this machine's network (ports picked "
@@ -69,11 +74,6 @@ NO_POD_NETWORK = (
     "would stop every GCS of the user on this machine"
 )
 NEEDS_INTERNET = "its Serve app comes from github.com (runtime_env working_dir): run offline"
-NO_INIT_CONTAINERS = (
-    "the local agent runs no init containers: the sample makes its TLS certificates in one, so "
-    "`ray start` with RAY_USE_TLS=1 finds none and exits (our gap, on no branch yet)"
-)
-NO_SIDECAR_SUBMITTER = "the local agent runs no SidecarMode submitter container (not on a branch)"
 
 NOT_RUN: tuple[Reviewed, ...] = (
     # Not run rather than expected to fail: its `pkill gcs_server` would stop other clusters' GCS.
@@ -128,11 +128,12 @@ NOT_RUN: tuple[Reviewed, ...] = (
 )
 
 EXPECTED_FAILING: tuple[Reviewed, ...] = (
-    # Every other RayCluster sample passed after the three branches merged (2026-11-28).
-    Reviewed("sampleyaml", exactly("TestRayCluster", "ray-cluster.tls.yaml"), NO_INIT_CONTAINERS),
-    # e2e: TestGcsFaultToleranceOptions and TestGcsFaultToleranceAnnotations (a Redis Pod of
-    # their own, redis-cli in it through kubectl exec) pass since 2026-11-29.
-    # e2erayjob: the installed Ray's CLI, not the image's, runs the submitter locally.
+    # Every RayCluster sample run passes (ray-cluster.tls.yaml since the agent runs init
+    # containers, 2026-11-29). e2e: TestGcsFaultToleranceOptions and
+    # TestGcsFaultToleranceAnnotations (a Redis Pod of their own, redis-cli in it through kubectl
+    # exec) pass since 2026-11-29. e2erayjob: every job reading its script from the ConfigMap at
+    # /home/ray/jobs passes since local ConfigMap volumes hold its binaryData (full suite run,
+    # 2026-11-29); these two fail for reasons of their own.
     Reviewed(
         "e2erayjob",
         exactly("TestRayJob", "RayJob fails when head Pod is deleted when job is running"),
@@ -141,19 +142,10 @@ EXPECTED_FAILING: tuple[Reviewed, ...] = (
     Reviewed(
         "e2erayjob",
         exactly("TestRayJob", "RayJob has exceed SubmitterFinishedTimeout"),
-        "the test marks the submitter Job Complete while it is active; our Kubernetes (1.34) "
-        "refuses that status (`cannot set Complete=True condition without the "
-        "SuccessCriteriaMet=true condition`, `active>0 is invalid for finished job`), the older "
-        "one of KubeRay's CI took it",
+        JOB_STATUS_REFUSED,
     ),
-    # The local agent runs only a Pod's Ray container: a SidecarMode submitter never runs
-    # (README, "Real Ray under make run"). Our own gap, on no branch yet.
-    Reviewed("e2erayjob", exactly("TestRayJobSidecarMode"), NO_SIDECAR_SUBMITTER),
-    Reviewed(
-        "e2erayjob",
-        exactly("TestRayJobRetry", "Failing RayJob with SidecarMode submission mode"),
-        NO_SIDECAR_SUBMITTER,
-    ),
+    # TestRayJobSidecarMode and TestRayJobRetry's SidecarMode subtest pass since the agent runs
+    # the head Pod's submitter container (2026-11-29).
 )
 
 REVIEWED: tuple[Reviewed, ...] = NOT_RUN + EXPECTED_FAILING

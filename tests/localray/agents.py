@@ -3,8 +3,9 @@ that does not exist (so a Pod the agent decides to run shows as `LocalRayStartFa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ class RecordedEvents:
 
     def reasons(self) -> list[str]:
         return [reason for reason, _ in self.recorded]
+
+
+async def sync_until(agent: LocalRayAgent, pod: dict[str, Any], done: Callable[[], bool]) -> None:
+    """Let the agent see `pod` pass after pass until `done()` (15 s at most)."""
+    for _ in range(300):
+        await agent.sync([pod])
+        if done():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the agent never got there")
 
 
 @contextlib.asynccontextmanager

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_operator.localray.agent import LocalRayAgent, LocalRayRegistry
+from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.runtime.kinds import RAY_CLUSTER
 from ray_operator.runtime.store import Store
 
 from tests.builders.clusters import raycluster
-from tests.localray.agents import RecordedEvents, agent_without_ray, running_head_pod
+from tests.localray.agents import (
+    RecordedEvents,
+    agent_without_ray,
+    running_head_pod,
+    sync_until,
+)
 
 
 async def test_a_ray_that_cannot_start_is_told_once_and_retried_without_leftovers(
@@ -64,15 +68,6 @@ def _ray_that_exits(directory: Path) -> Path:
     return ray
 
 
-async def _sync_until(agent: LocalRayAgent, pod: dict[str, Any], done: Callable[[], bool]) -> None:
-    for _ in range(200):
-        await agent.sync([pod])
-        if done():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the agent never got there")
-
-
 @pytest.mark.parametrize("policy", ["Always", "OnFailure"])
 async def test_a_ray_node_that_ends_starts_again_after_a_backoff_as_a_kubelet_restarts_it(
     tmp_path: Path, policy: str
@@ -83,7 +78,7 @@ async def test_a_ray_node_that_ends_starts_again_after_a_backoff_as_a_kubelet_re
     async with agent_without_ray(
         tmp_path, store=store, registry=registry, events=events, ray=ray, restart_backoff=0.2
     ) as agent:
-        await _sync_until(agent, pod, lambda: events.reasons().count("LocalRayRestarting") >= 2)
+        await sync_until(agent, pod, lambda: events.reasons().count("LocalRayRestarting") >= 2)
 
     reasons = events.reasons()
     assert reasons[:4] == [
@@ -106,7 +101,7 @@ async def test_a_ray_node_of_a_pod_that_never_restarts_stays_ended(tmp_path: Pat
     async with agent_without_ray(
         tmp_path, store=store, registry=registry, events=events, ray=ray, restart_backoff=0.01
     ) as agent:
-        await _sync_until(agent, pod, lambda: "LocalRayProcessEnded" in events.reasons())
+        await sync_until(agent, pod, lambda: "LocalRayProcessEnded" in events.reasons())
         for _ in range(10):
             await agent.sync([pod])
             await asyncio.sleep(0.05)
@@ -137,7 +132,7 @@ async def test_a_local_ray_node_ignores_the_machines_ray_token_as_a_container_wo
             found = agent.container(pod["metadata"]["namespace"], pod["metadata"]["name"], None)
             return found is not None and "END-OF-ENV" in _read(found.log_path)
 
-        await _sync_until(agent, pod, told)
+        await sync_until(agent, pod, told)
         container = agent.container(pod["metadata"]["namespace"], pod["metadata"]["name"], None)
         assert container is not None
         seen = _read(container.log_path)

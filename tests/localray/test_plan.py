@@ -21,9 +21,12 @@ from ray_operator.localray.plan import (
     is_ray_job_submitter_pod,
     is_ray_node_pod,
     node_env,
+    plan_init_containers,
     plan_node,
+    plan_sidecar_submitter,
     plan_submitter,
     pod_port_targets,
+    pointed_at_pod_ports,
     ray_start_argv,
     replace_address,
     rewrite_paths,
@@ -292,3 +295,68 @@ def test_a_heads_pod_ports_follow_its_ray_start_params() -> None:
         52365: "dashboard_agent_listen",
         8000: "serve_worker_proxy",
     }
+
+
+def test_init_containers_of_a_ray_image_run_in_order_and_the_rest_are_named_as_not_run() -> None:
+    cluster = raycluster(groups=[worker_group()])
+    pod = build_worker_pod(cluster, "workers", suffix="abcde", replica_index=0)
+    make = ["/bin/sh", "-c"]
+    pod["spec"]["initContainers"] += [
+        {
+            "name": "certs",
+            "image": "docker.io/rayproject/ray:2.46.0",
+            "command": make,
+            "args": ["x"],
+        },
+        {"name": "fetch", "image": "busybox:1.36", "command": ["wget", "http://example.com"]},
+        {"name": "again", "image": pod["spec"]["containers"][0]["image"], "command": ["true"]},
+    ]
+
+    plan = plan_init_containers(pod)
+
+    assert [(init.name, init.argv) for init in plan.run] == [
+        ("certs", ("/bin/sh", "-c", "x")),
+        ("again", ("true",)),
+    ]
+    # The operator's own wait-gcs-ready is the agent's wait: left out without a word.
+    assert [entry.split(" ")[0] for entry in plan.not_run] == ["fetch"]
+    assert "only Ray-image containers run locally" in plan.not_run[0]
+
+
+def test_an_init_container_of_a_ray_image_without_a_command_cannot_run() -> None:
+    pod = build_head_pod(raycluster(), suffix="abcde")
+    pod["spec"]["initContainers"] = [{"name": "entrypoint", "image": "rayproject/ray-ml:2.9.0"}]
+
+    with pytest.raises(UnplannablePodError, match="init container entrypoint sets no command"):
+        plan_init_containers(pod)
+
+
+def test_a_sidecar_mode_head_pods_submitter_is_planned_with_its_command() -> None:
+    pod = build_head_pod(raycluster(), suffix="abcde")
+    image = pod["spec"]["containers"][0]["image"]
+    submitter = {"name": "ray-job-submitter", "image": image, "command": ["/bin/bash", "-ce", "--"]}
+    pod["spec"]["containers"].append({**submitter, "args": ["ray job submit"]})
+
+    plan = plan_sidecar_submitter(pod)
+
+    assert plan is not None
+    assert plan.argv == ("/bin/bash", "-ce", "--", "ray job submit")
+    pod["spec"]["containers"][-1]["image"] = "busybox:1.36"  # only a Ray image runs
+    assert plan_sidecar_submitter(pod) is None
+
+
+def test_a_containers_loopback_of_a_pod_port_is_pointed_at_where_that_port_listens() -> None:
+    ports = {8265: ("127.1.2.3", 40001)}
+    text = (
+        "until curl localhost:8265/api; do :; done; ray job submit --address http://127.0.0.1:8265"
+    )
+
+    pointed = pointed_at_pod_ports(text, ports)
+
+    assert pointed == (
+        "until curl 127.1.2.3:40001/api; do :; done; "
+        "ray job submit --address http://127.1.2.3:40001"
+    )
+    # Another port, or the same digits in a longer number or host, stays as written.
+    kept = "127.0.0.1:82650 10.127.0.0.1:8265 localhost:6379"
+    assert pointed_at_pod_ports(kept, ports) == kept

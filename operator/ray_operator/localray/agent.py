@@ -10,6 +10,9 @@ process, whatever its labels and owner references say:
 - a head Pod of a RayCluster: `ray start --head` on the cluster's loopback address, entered at
   once in the registry the operator's dashboard resolver reads; once its GCS accepts
   connections, its autoscaler sidecar (if the Pod has one) runs as `ray kuberay-autoscaler`;
+  a SidecarMode RayJob's head also runs its submitter container then (its loopback addresses
+  of the Pod's ports pointed at the head's local ones), and its end is written into the Pod's
+  `containerStatuses` as a kubelet writes it, which is how the RayJob controller learns it;
 - a worker Pod: `ray start --address=<that head's GCS>`, started once the head's GCS is up (and
   again, against the new head, when the head is replaced);
 - a RayJob submitter Pod (K8sJobMode) of a Job the operator created, holding that Job's
@@ -22,6 +25,12 @@ process, whatever its labels and owner references say:
 - a Redis cleanup Job's Pod (a deleted GCS FT cluster's, of a Job the operator created, holding
   that Job's template): its command, pointed at that local Redis; its end written as for a
   submitter, so the Job completes and the cluster's finalizer goes.
+
+A head or worker Pod's init containers of a Ray image run first, one after another, each to
+completion in the Pod's sandbox (its volumes, so an emptyDir one fills is what the Ray node
+reads); one that fails is run again after the restart backoff (`LocalRayInitContainerFailed`,
+its `initContainerStatuses` entry terminated with its exit code, as a kubelet shows `Init:Error`),
+and the Ray node does not start until all have succeeded.
 
 A Ray node's Pod turns Ready when its node serves (a worker: once the GCS counts its raylet
 alive), as a kubelet's readiness probe would make it.
@@ -50,11 +59,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ray_operator import labels as names
+from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localcluster.controlplane import reserve_ports
 from ray_operator.localray.plan import (
     SERVE_PROXY_PORT,
     SERVE_TARGET,
+    ContainerPlan,
     KubeAccess,
     NodePlan,
     NodePorts,
@@ -67,9 +78,12 @@ from ray_operator.localray.plan import (
     is_ray_node_pod,
     is_redis_cleanup_pod,
     node_env,
+    plan_init_containers,
     plan_node,
+    plan_sidecar_submitter,
     plan_submitter,
     pod_port_targets,
+    pointed_at_pod_ports,
     ray_start_argv,
     replace_address,
     shape_summary,
@@ -211,6 +225,28 @@ class _Running:
     ready_reported: bool = False
     ended_reported: bool = False
     view: PodView | None = None
+    sidecar: LocalProcess | None = None
+    """A SidecarMode head's submitter container, once started."""
+    sidecar_started: str = ""
+    sidecar_ended: dict[str, Any] | None = None
+    """Its `terminated` state, once it ended (kept in every status the agent writes)."""
+
+
+@dataclass(slots=True)
+class _InitRun:
+    """A Pod's init containers, run one after another before its Ray node."""
+
+    pod: Pod
+    plans: tuple[ContainerPlan, ...]
+    next: int = 0
+    """The index of the init container running or to run next."""
+    process: LocalProcess | None = None
+    finished: dict[str, LocalProcess] = field(default_factory=dict)
+    failed: bool = False
+    """Whether one failed on the way (its status then says so until it succeeds)."""
+    failed_for_good: tuple[str, int, int] | None = None
+    """(name, exit code, restarts) of the one whose failure fails the Pod (restartPolicy Never)."""
+    failure_written: bool = False
 
 
 class LocalRayAgent:
@@ -240,6 +276,7 @@ class LocalRayAgent:
         # Pod uid -> (restarts so far, monotonic time before which it must not start again).
         self._restarts: dict[str, tuple[int, float]] = {}
         self._submitters_checked: dict[str, bool] = {}
+        self._inits: dict[str, _InitRun] = {}
         environment = dict(os.environ if base_env is None else base_env)
         bin_dir = str(Path(options.ray_executable).parent)
         environment["PATH"] = os.pathsep.join([bin_dir, environment.get("PATH", "")])
@@ -313,8 +350,12 @@ class LocalRayAgent:
         self._submitters_checked = {
             uid: ok for uid, ok in self._submitters_checked.items() if uid in listed
         }
+        for uid, running in self._running.items():
+            running.pod = wanted.get(uid, running.pod)  # its status as now written
         # Concurrently: each stop may wait out a grace period.
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in wanted))
+        gone = [uid for uid in self._inits if uid not in wanted and uid not in self._running]
+        await asyncio.gather(*(self._stop_init(uid, remove_files=True) for uid in gone))
         await self._redis.sync(pods)  # before the heads, which may wait for their Redis
         await self._check_heads()
         await self._mark_ready()
@@ -350,6 +391,9 @@ class LocalRayAgent:
 
     async def stop_all(self) -> None:
         """Stop every process the agent started (workers first, heads last)."""
+        await asyncio.gather(
+            *(self._stop_init(uid, remove_files=True) for uid in list(self._inits))
+        )
         heads = {uid for uid, running in self._running.items() if _is_head(running)}
         await asyncio.gather(*(self._stop(uid) for uid in list(self._running) if uid not in heads))
         await asyncio.gather(*(self._stop(uid) for uid in heads))
@@ -373,6 +417,8 @@ class LocalRayAgent:
         if redis is None:
             return
         address = cluster_address(plan.cluster_uid)
+        if not await self._initialized(pod, address=address):
+            return
         ports = _pick_ports(head=True)
         running = await self._start_node(
             pod, plan, ports=ports, address=address, gcs=None, redis=redis
@@ -413,7 +459,7 @@ class LocalRayAgent:
         if not await self._has_room(pod, head_of=None):
             return
         plan = await self._plan_node(pod, cluster)
-        if plan is None:
+        if plan is None or not await self._initialized(pod, address=head.address):
             return
         running = await self._start_node(
             pod,
@@ -459,6 +505,7 @@ class LocalRayAgent:
     ) -> _Running | None:
         """The node's process, started; None when its volumes or env cannot be made (told)."""
         runs_autoscaler = plan.autoscaler_env is not None and self._options.kube_access is not None
+        sidecar = plan_sidecar_submitter(pod) if plan.is_head else None
         others = [
             name
             for container in (pod.get("spec", {}).get("containers") or [])[1:]
@@ -466,13 +513,14 @@ class LocalRayAgent:
                 (name := container.get("name", "")) == names.AUTOSCALER_CONTAINER_NAME
                 and runs_autoscaler
             )
+            and not (sidecar is not None and name == sidecar.name)
         ]
         if others:
             await self._tell_once(
                 pod,
                 "LocalRayContainersNotRun",
-                f"only the Ray container runs locally, not {', '.join(others)} (a SidecarMode "
-                "RayJob's submitter among them: use K8sJobMode or HTTPMode under `make run`)",
+                f"only the Ray container (and Ray's autoscaler, a SidecarMode RayJob's submitter "
+                f"of a Ray image) runs locally, not {', '.join(others)}",
             )
         files = self._pod_directory(pod)
         # Short and outside the state directory: Ray's Unix sockets live under it (108 bytes).
@@ -496,6 +544,7 @@ class LocalRayAgent:
             head_temp_dir=None if head is None else head.temp_dir,
         )
         if view is None:
+            self._inits.pop(plan.uid, None)  # its volumes go: its init containers run again
             await asyncio.to_thread(_remove_files, files, temp_dir)
             return None
         plan = dataclasses.replace(plan, env=without_agent_owned(view.env))
@@ -506,6 +555,7 @@ class LocalRayAgent:
             process = self._process_for(view, argv, env=env, files=files, pod=pod)
             await process.start()
         except OSError:
+            self._inits.pop(plan.uid, None)
             await asyncio.to_thread(_remove_files, files, temp_dir)
             raise
         running = _Running(
@@ -522,14 +572,21 @@ class LocalRayAgent:
         return running
 
     async def _check_heads(self) -> None:
-        """Mark heads whose GCS accepts connections: their workers may start now."""
+        """Mark heads whose GCS accepts connections: their workers (and a SidecarMode
+        submitter) may start now."""
         for running in self._running.values():
-            if running.plan is None or not running.plan.is_head or running.gcs_ready:
+            if running.plan is None or not running.plan.is_head:
+                continue
+            if running.gcs_ready:
+                if running.sidecar is None and running.process.returncode is None:
+                    # Tried again while its view cannot be made.
+                    await self._start_sidecar_submitter(running)
                 continue
             if running.process.returncode is None and running.ports is not None:
                 running.gcs_ready = await _accepts(running.address, running.ports.gcs)
                 if running.gcs_ready:
                     await self._start_autoscaler(running)
+                    await self._start_sidecar_submitter(running)
 
     async def _start_autoscaler(self, head: _Running) -> None:
         """The head's autoscaler sidecar, once its GCS is up (it patches the RayCluster's
@@ -554,14 +611,17 @@ class LocalRayAgent:
         process = LocalProcess(
             argv, env=env, cwd=head.files, log_path=log_path, records=self._records
         )
+        if await self._started(process, head.pod, "LocalRayAutoscalerNotRun", "Ray's autoscaler"):
+            head.autoscaler = process
+
+    async def _started(self, process: LocalProcess, pod: Pod, reason: str, what: str) -> bool:
+        """Start a process beside a Pod's Ray node; False (told once) when it cannot start."""
         try:
             await process.start()
         except OSError as error:
-            await self._tell_once(
-                head.pod, "LocalRayAutoscalerNotRun", f"Ray's autoscaler could not start: {error}"
-            )
-            return
-        head.autoscaler = process
+            await self._tell_once(pod, reason, f"{what} could not start: {error}")
+            return False
+        return True
 
     async def _mark_ready(self) -> None:
         """Make a node's Pod Ready once its Ray node serves (the head: GCS and dashboard; a
@@ -580,23 +640,36 @@ class LocalRayAgent:
                     running.address, running.ports.dashboard_agent_listen, RAYLET_HEALTH_PATH
                 )
             if up:
-                running.ready_reported = await self._write_readiness(running.pod, ready=True)
+                running.ready_reported = await self._write_readiness(running, ready=True)
 
-    async def _write_readiness(self, pod: Pod, *, ready: bool) -> bool:
+    async def _write_readiness(self, running: _Running, *, ready: bool) -> bool:
         """Set the Pod's Ready and ContainersReady conditions; False when it could not."""
         status = "True" if ready else "False"
         now = format_time(datetime.datetime.now(datetime.UTC))
-        containers = (pod.get("status") or {}).get("containerStatuses") or ()
         patch = {
             "status": {
                 "conditions": [
                     {"type": kind, "status": status, "lastTransitionTime": now}
                     for kind in ("Ready", "ContainersReady")
                 ],
-                "containerStatuses": [{**entry, "ready": ready} for entry in containers],
+                "containerStatuses": self._container_statuses(running, ready=ready),
             }
         }
-        return await self._patch_pod_status(pod, patch, patch_type=PatchType.STRATEGIC)
+        return await self._patch_pod_status(running.pod, patch, patch_type=PatchType.STRATEGIC)
+
+    @staticmethod
+    def _container_statuses(running: _Running, *, ready: bool) -> list[dict[str, Any]]:
+        """The Pod's `containerStatuses` with each container's `ready`, and an ended SidecarMode
+        submitter's `terminated` state (never taken back by a later write from an older list)."""
+        statuses: list[dict[str, Any]] = []
+        for written in (running.pod.get("status") or {}).get("containerStatuses") or ():
+            entry: dict[str, Any] = {**written, "ready": ready}
+            if running.sidecar_ended is not None and entry.get("name") == SUBMITTER_CONTAINER_NAME:
+                entry.update(
+                    ready=False, started=False, state={"terminated": running.sidecar_ended}
+                )
+            statuses.append(entry)
+        return statuses
 
     async def _patch_pod_status(
         self, pod: Pod, patch: Object, *, patch_type: PatchType = PatchType.MERGE
@@ -628,6 +701,248 @@ class LocalRayAgent:
         if head is None or not head.gcs_ready or head.process.returncode is not None:
             return None
         return found
+
+    # -- a SidecarMode RayJob's submitter -------------------------------------------------------
+
+    async def _start_sidecar_submitter(self, head: _Running) -> None:
+        """The head Pod's submitter container, once its GCS is up (its command waits for the
+        dashboard itself), in the Pod's sandbox, its loopback addresses of the Pod's ports
+        pointed at the head's local ones."""
+        plan = plan_sidecar_submitter(head.pod)
+        if plan is None or head.sidecar is not None:
+            return
+        ports = self._pod_ports(head)
+
+        def local(text: str) -> str:
+            return pointed_at_pod_ports(text, ports)
+
+        argv = [local(word) for word in plan.argv]
+        view = await self._prepare_view(
+            head.pod, head.files, pod_ip=head.address, argv=argv, other=plan
+        )
+        if view is None:
+            return
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(local(value))
+                for name, value in without_agent_owned(view.env).items()
+            },
+        }
+        argv = [view.localised(word) for word in argv]
+        log_path = self._log_path(head.pod).with_suffix(f".{plan.name}.log")
+        process = self._process_for(
+            view, argv, env=env, files=head.files, pod=head.pod, log_path=log_path
+        )
+        if not await self._started(
+            process, head.pod, "LocalRayStartFailed", "the submitter container"
+        ):
+            return
+        head.sidecar = process
+        head.sidecar_started = format_time(datetime.datetime.now(datetime.UTC))
+        await self._record(
+            head.pod,
+            reason="LocalRaySubmitterStarted",
+            message=f"the {plan.name} container runs locally beside the head; its output: "
+            f"{log_path}",
+        )
+
+    async def _report_sidecar_ended(self, head: _Running) -> None:
+        """Write the submitter container's end into the Pod's `containerStatuses`, as its
+        kubelet would: the RayJob controller reads its exit code there."""
+        process = head.sidecar
+        if process is None or process.returncode is None or head.sidecar_ended is not None:
+            return
+        code = process.returncode
+        now = format_time(datetime.datetime.now(datetime.UTC))
+        ended = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": head.sidecar_started or now,
+            "finishedAt": now,
+        }
+        head.sidecar_ended = ended
+        ready = head.ready_reported and head.process.returncode is None
+        patch = {"status": {"containerStatuses": self._container_statuses(head, ready=ready)}}
+        if not await self._patch_pod_status(head.pod, patch, patch_type=PatchType.STRATEGIC):
+            head.sidecar_ended = None  # written on the next pass
+            return
+        await self._record(
+            head.pod,
+            reason="LocalRaySubmitterEnded",
+            message=f"the {SUBMITTER_CONTAINER_NAME} container ended with exit code {code}. Last "
+            f"lines of {process.log_path}:\n" + process.tail(),
+            type="Normal" if code == 0 else "Warning",
+        )
+
+    # -- init containers ------------------------------------------------------------------------
+
+    async def _initialized(self, pod: Pod, *, address: str) -> bool:
+        """Whether the Pod's init containers have all succeeded; else the next one is started
+        (or the one that failed, once its backoff is over). `address`: the cluster's."""
+        uid = pod["metadata"]["uid"]
+        run = self._inits.get(uid)
+        if run is None:
+            try:
+                plan = plan_init_containers(pod)
+            except UnplannablePodError as error:
+                await self._tell_once(pod, "LocalRayUnplannable", f"no local Ray process: {error}")
+                return False
+            if plan.not_run:
+                await self._tell_once(
+                    pod,
+                    "LocalRayInitContainersNotRun",
+                    "init containers not run locally: " + ", ".join(plan.not_run),
+                )
+            run = self._inits[uid] = _InitRun(pod=pod, plans=plan.run)
+        run.pod = pod
+        if run.failed_for_good is not None:
+            if not run.failure_written:  # as a kubelet: the Pod fails, nothing runs again
+                run.failure_written = await self._write_init_statuses(
+                    pod, failed=run.failed_for_good, phase="Failed"
+                )
+            return False
+        while run.next < len(run.plans):
+            init = run.plans[run.next]
+            if run.process is None:
+                run.process = await self._start_init(pod, init, address=address)
+                return False
+            code = run.process.returncode
+            if code is None:
+                return False
+            process, run.process = run.process, None
+            await process.stop()  # what it left running in its group, and its record
+            if code != 0:
+                await self._init_failed(run, init, process, code)
+                return False
+            run.finished[init.name] = process
+            run.next += 1
+        if run.failed:
+            run.failed = not await self._write_init_statuses(pod, failed=None)
+        return True
+
+    async def _start_init(
+        self, pod: Pod, init: ContainerPlan, *, address: str
+    ) -> LocalProcess | None:
+        """The init container's process in the Pod's sandbox; None when its view cannot be made
+        (told, tried again next pass)."""
+        files = self._pod_directory(pod)
+        view = await self._prepare_view(pod, files, pod_ip=address, argv=init.argv, other=init)
+        if view is None:
+            return None
+        env = {
+            **self._base_env,
+            **{
+                name: view.localised(value) for name, value in without_agent_owned(view.env).items()
+            },
+            # The head's address, as the operator gives every init container (its Service's
+            # name there): here, the cluster's loopback address.
+            names.ENV_RAY_IP: address,
+            names.ENV_FQ_RAY_IP: address,
+        }
+        argv = [view.localised(word) for word in init.argv]
+        log_path = self._init_log_path(pod, init.name)
+        process = self._process_for(view, argv, env=env, files=files, pod=pod, log_path=log_path)
+        await process.start()
+        return process
+
+    async def _init_failed(
+        self, run: _InitRun, init: ContainerPlan, process: LocalProcess, code: int
+    ) -> None:
+        """Tell a failed init container, as a kubelet does: its status says `Error` with its
+        exit code; it runs again after the restart backoff, or the Pod fails (restartPolicy
+        Never)."""
+        pod, uid = run.pod, run.pod["metadata"]["uid"]
+        run.failed = True
+        tail = process.tail()
+        if pod.get("spec", {}).get("restartPolicy") == "Never":
+            run.failed_for_good = (init.name, code, 0)
+            run.failure_written = await self._write_init_statuses(
+                pod, failed=run.failed_for_good, phase="Failed"
+            )
+            again = "the Pod fails, as a kubelet fails it (restartPolicy Never)"
+        else:
+            count, delay = self._back_off(uid)
+            await self._write_init_statuses(pod, failed=(init.name, code, count))
+            again = f"it runs again in {delay:g}s (restart {count})"
+        await self._record(
+            pod,
+            reason="LocalRayInitContainerFailed",
+            message=f"init container {init.name} ended with exit code {code}, so the Ray "
+            f"container does not start; {again}. Last lines of {process.log_path}:\n" + tail,
+            type="Warning",
+        )
+
+    async def _write_init_statuses(
+        self, pod: Pod, *, failed: tuple[str, int, int] | None, phase: str | None = None
+    ) -> bool:
+        """The Pod's `initContainerStatuses` and `Initialized` condition: `failed` (name, exit
+        code, restarts) terminated with `Error`, or (None) every one `Completed`."""
+        now = format_time(datetime.datetime.now(datetime.UTC))
+        statuses: list[dict[str, Any]] = []
+        for written in (pod.get("status") or {}).get("initContainerStatuses") or ():
+            entry: dict[str, Any] = dict(written)
+            if failed is None or entry.get("name") == failed[0]:
+                code = 0 if failed is None else failed[1]
+                entry["ready"] = failed is None
+                if failed is not None:
+                    entry["restartCount"] = failed[2]
+                entry["state"] = {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": "Completed" if code == 0 else "Error",
+                        "startedAt": now,
+                        "finishedAt": now,
+                    }
+                }
+            statuses.append(entry)
+        initialized = {
+            "type": "Initialized",
+            "status": "True" if failed is None else "False",
+            "lastTransitionTime": now,
+        }
+        if failed is not None:
+            initialized["reason"] = "ContainersNotInitialized"
+            initialized["message"] = f"containers with incomplete status: [{failed[0]}]"
+        status: dict[str, Any] = {"initContainerStatuses": statuses, "conditions": [initialized]}
+        if phase is not None:
+            status["phase"] = phase
+        return await self._patch_pod_status(pod, {"status": status}, patch_type=PatchType.STRATEGIC)
+
+    async def _stop_init(self, uid: str, *, remove_files: bool = False) -> None:
+        """Forget a Pod's init containers (ending the one running); `remove_files`: and the
+        Pod's files, for a Pod gone before its Ray node started."""
+        run = self._inits.pop(uid, None)
+        if run is None:
+            return
+        if run.process is not None:
+            await run.process.stop()
+        if remove_files:
+            await asyncio.to_thread(_remove_files, self._pod_directory(run.pod))
+
+    def _init_container(self, namespace: str, pod: str, name: str) -> LocalContainer | None:
+        """`LocalPods`: an init container the agent runs or ran for a Pod (its log)."""
+        for run in self._inits.values():
+            metadata = run.pod["metadata"]
+            if metadata.get("namespace") != namespace or metadata.get("name") != pod:
+                continue
+            process = run.finished.get(name)
+            if process is None and run.process is not None and run.next < len(run.plans):
+                process = run.process if run.plans[run.next].name == name else None
+            if process is None:
+                return None
+            alive = process.returncode is None
+            return _local_container(
+                run.pod,
+                name,
+                process,
+                working_dir=str(self._pod_directory(run.pod)),
+                namespace_pid=process.pid if alive else None,
+            )
+        return None
+
+    def _init_log_path(self, pod: Pod, name: str) -> Path:
+        return self._log_path(pod).with_suffix(f".init-{name}.log")
 
     # -- RayJob submitters ----------------------------------------------------------------------
 
@@ -795,6 +1110,7 @@ class LocalRayAgent:
                     f"Ray's autoscaler ended with exit code {autoscaler.returncode}; the cluster "
                     f"no longer scales. Last lines of {autoscaler.log_path}:\n" + autoscaler.tail(),
                 )
+            await self._report_sidecar_ended(running)
             code = running.process.returncode
             if code is None or running.ended_reported:
                 continue
@@ -802,7 +1118,7 @@ class LocalRayAgent:
                 running.ended_reported = await self._finish_submitter(running, code)
                 continue
             running.ended_reported = True
-            await self._write_readiness(running.pod, ready=False)
+            await self._write_readiness(running, ready=False)
             if _restarts_after(running.pod, code):
                 await self._restart_later(running, code)
                 continue
@@ -823,9 +1139,8 @@ class LocalRayAgent:
         register with the GCS within Ray's fixed 30 s, which a loaded machine can take."""
         pod = running.pod
         uid = pod["metadata"]["uid"]
-        count, _ = self._restarts.get(uid, (0, 0.0))
-        delay = min(self._options.restart_backoff * 2**count, MAX_RESTART_BACKOFF)
-        self._restarts[uid] = (count + 1, time.monotonic() + delay)
+        count, delay = self._back_off(uid)
+        count -= 1
         tail, log_path = running.process.tail(), running.process.log_path
         await self._stop(uid)
         containers = (pod.get("status") or {}).get("containerStatuses") or ()
@@ -842,6 +1157,13 @@ class LocalRayAgent:
             f"with restartPolicy {policy}. Last lines of {log_path}:\n" + tail,
             type="Warning",
         )
+
+    def _back_off(self, uid: str) -> tuple[int, float]:
+        """Hold a Pod back for its next restart backoff: (its restarts now, the delay)."""
+        count, _ = self._restarts.get(uid, (0, 0.0))
+        delay = min(self._options.restart_backoff * 2**count, MAX_RESTART_BACKOFF)
+        self._restarts[uid] = (count + 1, time.monotonic() + delay)
+        return count + 1, delay
 
     def _backing_off(self, uid: str) -> bool:
         """Whether a Pod whose Ray node ended is still waiting out its restart backoff."""
@@ -877,11 +1199,13 @@ class LocalRayAgent:
         return await self._patch_pod_status(running.pod, {"status": status})
 
     async def _stop(self, uid: str) -> None:
+        await self._stop_init(uid)  # the Pod's files go: its init containers run again
         running = self._running.pop(uid, None)
         if running is None:
             return
-        if running.autoscaler is not None:
-            await running.autoscaler.stop()
+        for sidecar in (running.autoscaler, running.sidecar):
+            if sidecar is not None:
+                await sidecar.stop()
         await running.process.stop()
         plan = running.plan
         if plan is not None and plan.is_head:
@@ -900,20 +1224,23 @@ class LocalRayAgent:
         argv: Sequence[str],
         temp_dir: Path | None = None,
         head_temp_dir: Path | None = None,
+        other: ContainerPlan | None = None,
     ) -> PodView | None:
-        """The container's volumes and env, made; None (told in an Event, tried again next pass)
-        when a volume or an env reference cannot be made, as a kubelet would not start it."""
+        """The container's (the Pod's first, or `other`) volumes and env, made; None (told in an
+        Event, tried again next pass) when a volume or an env reference cannot be made, as a
+        kubelet would not start it."""
         containers: Sequence[Object] = pod.get("spec", {}).get("containers") or [{}]
         try:
             return await self._views.prepare(
                 pod,
-                containers[0],
+                containers[0] if other is None else other.container,
                 pod_dir=files,
                 pod_ip=pod_ip,
                 argv=argv,
                 sandboxed=await self._sandboxed(pod),
                 ray_temp_dir=temp_dir,
                 head_temp_dir=head_temp_dir,
+                spec_file="sandbox.json" if other is None else f"container-{other.name}.json",
             )
         except UnresolvableEnvError as error:
             await self._tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
@@ -922,7 +1249,14 @@ class LocalRayAgent:
         return None
 
     def _process_for(
-        self, view: PodView, argv: Sequence[str], *, env: Mapping[str, str], files: Path, pod: Pod
+        self,
+        view: PodView,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        files: Path,
+        pod: Pod,
+        log_path: Path | None = None,
     ) -> LocalProcess:
         """The Pod's process: in namespaces of its own (the sandbox execs `argv` as its spec
         says), or where none can be made, `argv` itself in the view's working directory."""
@@ -934,7 +1268,7 @@ class LocalRayAgent:
         else:
             cwd = Path(view.working_dir)
         return LocalProcess(
-            argv, env=env, cwd=cwd, log_path=self._log_path(pod), records=self._records
+            argv, env=env, cwd=cwd, log_path=log_path or self._log_path(pod), records=self._records
         )
 
     async def _sandboxed(self, pod: Pod) -> bool:
@@ -961,7 +1295,9 @@ class LocalRayAgent:
 
     def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
         """`LocalPods`: the named container of a Pod the agent runs (None: the Pod's first): a
-        Ray node's, a submitter's or a local Redis'."""
+        Ray node's, an init container's, a submitter's or a local Redis'."""
+        if container is not None and (init := self._init_container(namespace, pod, container)):
+            return init
         running = self._running_pod(namespace, pod)
         if running is None:
             return self._redis.container(namespace, pod, container)
@@ -973,16 +1309,22 @@ class LocalRayAgent:
             process, view = running.process, running.view
             alive = process.returncode is None
             return _local_container(
-                running,
+                running.pod,
                 first,
                 process,
                 working_dir=view.working_dir,
                 namespace_pid=process.pid if view.spec_path is not None and alive else None,
                 ports=self._pod_ports(running),
             )
+        if container == SUBMITTER_CONTAINER_NAME and running.sidecar is not None:
+            return _local_container(
+                running.pod, container, running.sidecar, working_dir=str(running.files)
+            )
         autoscaler = running.autoscaler
         if container == names.AUTOSCALER_CONTAINER_NAME and autoscaler is not None:
-            return _local_container(running, container, autoscaler, working_dir=str(running.files))
+            return _local_container(
+                running.pod, container, autoscaler, working_dir=str(running.files)
+            )
         return None
 
     def pod_port(self, namespace: str, pod: str, port: int) -> tuple[str, int] | None:
@@ -1076,7 +1418,7 @@ def _restarts_after(pod: Pod, code: int) -> bool:
 
 
 def _local_container(
-    running: _Running,
+    pod: Pod,
     name: str,
     process: LocalProcess,
     *,
@@ -1084,7 +1426,7 @@ def _local_container(
     namespace_pid: int | None = None,
     ports: Mapping[int, tuple[str, int]] | None = None,
 ) -> LocalContainer:
-    metadata = running.pod["metadata"]
+    metadata = pod["metadata"]
     return LocalContainer(
         namespace=str(metadata.get("namespace") or ""),
         pod=str(metadata.get("name") or ""),

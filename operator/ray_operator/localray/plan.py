@@ -12,6 +12,17 @@ the node address; those are free ports the agent picks.)
 A RayJob's submitter Pod becomes its container's command, with the head Service's address (the
 RayJob's `status.dashboardURL`) replaced by the local dashboard's.
 
+A Ray node's init containers of a Ray image (the Ray container's own, or a `rayproject/ray*` one)
+run before it, in order, each its own command (`plan_init_containers`): the operator's
+environment stands for a Ray image, as it does for the Ray container. Init containers of another
+image, and the operator's own `wait-gcs-ready` (the agent starts a worker once its head's GCS is
+up, which is that wait) and `wait-for-tls-ip-san`, are not run.
+
+A SidecarMode RayJob's head Pod holds the submitter container (`ray-job-submitter`), which runs
+beside the head as a second process (`plan_sidecar_submitter`); as it shares the head's network
+namespace in a cluster, its `127.0.0.1:<Pod port>` and `localhost:<Pod port>` mean the head's
+ports, which `pointed_at_pod_ports` turns into their local addresses.
+
 A Pod's volumes and `valueFrom` env are planned in `volumes.py` and shown at their mount paths
 by `sandbox.py`; where that cannot be, `rewrite_paths` points env values naming a mount path at
 the volume's local directory. `pod_port_targets` says which of a node's ports a Pod port means.
@@ -29,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.manifest import head_group, worker_groups
+from ray_operator.builders.mtls import WAIT_FOR_IP_SAN_CONTAINER
 from ray_operator.builders.ray_start import complete_params
+from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.builders.redis_cleanup import REDIS_CLEANUP_NODE
 
 if TYPE_CHECKING:
@@ -101,6 +114,26 @@ class SubmitterPlan:
     rayjob: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPlan:
+    """A container of a Ray node's Pod besides the Ray one (an init container, the SidecarMode
+    submitter) that runs locally: its command as written."""
+
+    name: str
+    argv: tuple[str, ...]
+    container: Mapping[str, Any]
+    """The container's spec (its env, volumeMounts and workingDir make its view)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InitContainersPlan:
+    """A Ray node Pod's init containers: those that run (in order) and those that do not."""
+
+    run: tuple[ContainerPlan, ...]
+    not_run: tuple[str, ...]
+    """`name (why)` of each init container of another image (the operator's waits go unsaid)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +271,77 @@ def plan_submitter(pod: Pod) -> SubmitterPlan:
         rayjob=(metadata.get("labels") or {}).get(names.ORIGINATED_FROM_CR_NAME_LABEL, ""),
         argv=tuple(argv),
         env=container_env(container),
+    )
+
+
+OPERATORS_WAITS = frozenset({names.WAIT_GCS_READY_CONTAINER_NAME, WAIT_FOR_IP_SAN_CONTAINER})
+"""Init containers the operator adds, not run: `wait-gcs-ready` waits for what the agent waits
+for itself (a worker starts once its head's GCS is up), `wait-for-tls-ip-san` for cert-manager to
+reissue a certificate with the Pod's IP, which a local Pod (the cluster's loopback address) never
+gets."""
+
+
+def plan_init_containers(pod: Pod) -> InitContainersPlan:
+    """Which of a Ray node Pod's init containers run locally, in order; UnplannablePodError when
+    one of a Ray image names no command (its image's entrypoint cannot run here)."""
+    ray_image = str(_ray_container(pod).get("image") or "")
+    run, not_run = [], []
+    for container in pod.get("spec", {}).get("initContainers") or ():
+        name, image = str(container.get("name") or ""), str(container.get("image") or "")
+        if name in OPERATORS_WAITS:
+            continue
+        if image != ray_image and not is_ray_image(image):
+            not_run.append(f"{name} (image {image[:100]!r}: only Ray-image containers run locally)")
+        elif not container.get("command"):
+            raise UnplannablePodError(
+                f"init container {name} sets no command; only an explicit command can run locally"
+            )
+        else:
+            run.append(ContainerPlan(name=name, argv=_argv(container), container=dict(container)))
+    return InitContainersPlan(run=tuple(run), not_run=tuple(not_run))
+
+
+def plan_sidecar_submitter(pod: Pod) -> ContainerPlan | None:
+    """The head Pod's SidecarMode submitter container, when it has one of a Ray image with a
+    command (the operator builds it with the head's image and a `bash -c` command)."""
+    containers = pod.get("spec", {}).get("containers") or ()
+    ray_image = str(_ray_container(pod).get("image") or "")
+    for container in containers[1:]:
+        if container.get("name") != SUBMITTER_CONTAINER_NAME or not container.get("command"):
+            continue
+        image = str(container.get("image") or "")
+        if image == ray_image or is_ray_image(image):
+            return ContainerPlan(
+                name=SUBMITTER_CONTAINER_NAME, argv=_argv(container), container=dict(container)
+            )
+    return None
+
+
+def _argv(container: Object) -> tuple[str, ...]:
+    """A container's `command` then `args`, as the runtime joins them."""
+    words = [*(container.get("command") or ()), *(container.get("args") or ())]
+    return tuple(str(word) for word in words)
+
+
+def pointed_at_pod_ports(text: str, ports: Mapping[int, tuple[str, int]]) -> str:
+    """`text` with `127.0.0.1:<port>` and `localhost:<port>` of each Pod port replaced by where
+    that port listens locally (a container's loopback is its Pod's in a cluster)."""
+    for pod_port, (host, port) in ports.items():
+        pattern = rf"(?<![\w.-])(?:127\.0\.0\.1|localhost):{pod_port}(?!\d)"
+        text = re.sub(pattern, _constant(f"{host}:{port}"), text)
+    return text
+
+
+def is_ray_image(image: str) -> bool:
+    """Ray's own images (`rayproject/ray`, `rayproject/ray-ml`, any registry, tag or digest)."""
+    repository = image.split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    parts = repository.split("/")
+    return (
+        len(parts) >= 2
+        and parts[-2] == "rayproject"
+        and (parts[-1] == "ray" or parts[-1].startswith("ray-"))
     )
 
 

@@ -97,13 +97,15 @@ class PodViews:
         sandboxed: bool,
         ray_temp_dir: Path | None = None,
         head_temp_dir: Path | None = None,
+        spec_file: str = "sandbox.json",
     ) -> PodView:
         """Read and write what the container's process needs; UnmountableVolumeError or
         UnresolvableEnvError (raised before any file is written) say why it cannot start.
 
         `head_temp_dir`: a worker's head's temp dir, shown at its path too: every node of a
         cluster shares its address here, so `ray.init()` on a worker picks the head's raylet (as
-        Ray does for nodes on one host) and must reach its sockets."""
+        Ray does for nodes on one host) and must reach its sockets. `spec_file`: the sandbox
+        spec's name in `pod_dir` (one per container of the Pod)."""
         namespace = str(pod["metadata"].get("namespace") or "")
         sources = await self._env_sources(namespace, container)
         env = container_env(pod, container, sources=sources, pod_ip=pod_ip)
@@ -140,7 +142,7 @@ class PodViews:
             "private_tmp": str(private_tmp),
             "mounts": spec_mounts,
         }
-        spec_path = pod_dir / "sandbox.json"
+        spec_path = pod_dir / spec_file
         await asyncio.to_thread(spec_path.write_text, json.dumps(spec, indent=1))
         return PodView(env=env, working_dir=working_dir, spec_path=spec_path)
 
