@@ -231,6 +231,50 @@ def test_values_with_kuberay_names_become_the_operator_flags() -> None:
     assert parsed.serve_graph_max_concurrent_fetches == 3
 
 
+def test_service_monitor_is_config_prometheus_with_kuberay_values() -> None:
+    chart = render(
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.interval=15s",
+        "metrics.serviceMonitor.additionalLabels.release=kube-prometheus-stack",
+        "metrics.serviceMonitor.namespace=monitoring",
+    )
+    monitor = the(chart, "ServiceMonitor")
+    (config_monitor,) = build(CONFIG / "prometheus")
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"] == config_monitor["spec"]["selector"]
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [DEFAULT_NAMESPACE]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint == {
+        **config_monitor["spec"]["endpoints"][0],
+        "interval": "15s",
+        "honorLabels": True,
+    }
+    # Plain /metrics is scraped over plain HTTP, without a token.
+    plain = the(
+        render("metrics.serviceMonitor.enabled=true", "metrics.auth=none"), "ServiceMonitor"
+    )
+    assert plain["spec"]["endpoints"][0]["scheme"] == "http"
+    assert "bearerTokenFile" not in plain["spec"]["endpoints"][0]
+    assert not of_kind(render(), "ServiceMonitor")
+
+
+def test_serve_graph_secret_namespaces_bind_the_secret_reader_there_only() -> None:
+    chart = render("rayServeGraph.secretNamespaces={graphs}")
+    (binding,) = [
+        m
+        for m in of_kind(chart, "RoleBinding")
+        if m["metadata"]["name"] == "ray-operator-serve-graph-secrets"
+    ]
+    assert binding["metadata"]["namespace"] == "graphs"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "ray-operator-serve-graph-secrets",
+    }
+    assert binding["subjects"][0]["namespace"] == DEFAULT_NAMESPACE
+
+
 @pytest.mark.parametrize(
     ("sets", "says"),
     [
@@ -239,6 +283,10 @@ def test_values_with_kuberay_names_become_the_operator_flags() -> None:
         (("batchScheduler.name=slurm",), "batchScheduler.name must be"),
         (("webhooks.certSource=vault",), "webhooks.certSource must be"),
         (("logging.stdoutEncoder=xml",), "logging.stdoutEncoder must be"),
+        (
+            ("watchNamespace={a}", "rayServeGraph.secretNamespaces={b}"),
+            "b is not a watched namespace",
+        ),
     ],
 )
 def test_contradictory_or_unknown_values_are_refused_by_name(
