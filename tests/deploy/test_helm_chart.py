@@ -283,6 +283,9 @@ def test_serve_graph_secret_namespaces_bind_the_secret_reader_there_only() -> No
         (("batchScheduler.name=slurm",), "batchScheduler.name must be"),
         (("webhooks.certSource=vault",), "webhooks.certSource must be"),
         (("logging.stdoutEncoder=xml",), "logging.stdoutEncoder must be"),
+        # values.schema.json: a misspelt name or a wrong type is refused, not ignored.
+        (("watchNamspace={a}",), "'watchNamspace' not allowed"),
+        (("replicas=two",), "want integer"),
         (
             ("watchNamespace={a}", "rayServeGraph.secretNamespaces={b}"),
             "b is not a watched namespace",
