@@ -42,7 +42,7 @@ binaries: $(INSTALLED)
 helm: $(INSTALLED)
 	$(BIN)/python -m ray_operator.localcluster.binaries helm
 
-## chart: lint charts/ray-operator and package it into dist/ (the links to crd/ and config/
+## chart: lint charts/ray-operator and package it into dist/ (the links to config/ and the CRDs
 ## become files in the package)
 chart: helm
 	$$($(BIN)/python -m ray_operator.localcluster.binaries helm) lint --strict charts/ray-operator
