@@ -164,47 +164,20 @@ def _build_kubernetes_command(
 
 
 def _build_etcd(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
-    module_dir = src_root / f"etcd-{version}"
-    module_dir.mkdir(parents=True, exist_ok=True)
-    _write_go_module(
-        module_dir,
-        module="ray-operator.local/etcd-build",
-        requires=[("go.etcd.io/etcd/server/v3", version)],
-    )
-    _go_build(
-        module_dir,
-        package="go.etcd.io/etcd/server/v3",
-        target=target,
-        ldflags="-s -w",
-        progress=progress,
-    )
+    _build_go_command(
+        "etcd", ("go.etcd.io/etcd/server/v3", version), "go.etcd.io/etcd/server/v3",
+        target=target, src_root=src_root, ldflags="-s -w", progress=progress,
+    )  # fmt: skip
 
 
 def _build_kwok(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
-    module_dir = src_root / f"kwok-{version}"
-    module_dir.mkdir(parents=True, exist_ok=True)
-    _write_go_module(
-        module_dir,
-        module="ray-operator.local/kwok-build",
-        requires=[("sigs.k8s.io/kwok", version)],
-    )
-    _go_build(
-        module_dir,
-        package="sigs.k8s.io/kwok/cmd/kwok",
-        target=target,
-        ldflags="-s -w",
-        progress=progress,
-    )
+    _build_go_command(
+        "kwok", ("sigs.k8s.io/kwok", version), "sigs.k8s.io/kwok/cmd/kwok",
+        target=target, src_root=src_root, ldflags="-s -w", progress=progress,
+    )  # fmt: skip
 
 
 def _build_helm(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
-    module_dir = src_root / f"helm-{version}"
-    module_dir.mkdir(parents=True, exist_ok=True)
-    _write_go_module(
-        module_dir,
-        module="ray-operator.local/helm-build",
-        requires=[("helm.sh/helm/v3", version)],
-    )
     # As helm's own Makefile does: `helm version` names the release, and `helm template`/`lint`
     # assume the Kubernetes version of its client-go (else v1.20, which charts may refuse).
     minor = _helm_kubernetes_minor(version)
@@ -217,13 +190,28 @@ def _build_helm(name: str, version: str, target: Path, src_root: Path, progress:
             for part, value in (("Major", "1"), ("Minor", minor))
         ),
     ]
-    _go_build(
-        module_dir,
-        package="helm.sh/helm/v3/cmd/helm",
-        target=target,
-        ldflags=" ".join(flags),
-        progress=progress,
-    )
+    _build_go_command(
+        "helm", ("helm.sh/helm/v3", version), "helm.sh/helm/v3/cmd/helm",
+        target=target, src_root=src_root, ldflags=" ".join(flags), progress=progress,
+    )  # fmt: skip
+
+
+def _build_go_command(
+    name: str,
+    requirement: tuple[str, str],
+    package: str,
+    *,
+    target: Path,
+    src_root: Path,
+    ldflags: str,
+    progress: TextIO,
+) -> None:
+    """Build `package` of the module `requirement` (path, version) through a wrapper module of
+    its own under `src_root` (modules with replace directives only build that way)."""
+    module_dir = src_root / f"{name}-{requirement[1]}"
+    module_dir.mkdir(parents=True, exist_ok=True)
+    _write_go_module(module_dir, module=f"ray-operator.local/{name}-build", requires=[requirement])
+    _go_build(module_dir, package=package, target=target, ldflags=ldflags, progress=progress)
 
 
 def _helm_kubernetes_minor(version: str) -> str:
