@@ -146,6 +146,14 @@ def test_helm_lint_passes_for_the_defaults_and_every_install_mode() -> None:
         assert "0 chart(s) failed" in output
 
 
+def test_packaged_chart_renders_what_the_chart_directory_renders(tmp_path: Path) -> None:
+    # `helm package` turns the links into files: the package users install is the same chart.
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    (package,) = tmp_path.glob("ray-operator-*.tgz")
+    output = helm("template", "ray-operator", str(package), "-n", DEFAULT_NAMESPACE)
+    assert [doc for doc in yaml.load_all(output, Loader=_Loader) if doc] == render()
+
+
 def test_default_render_grants_exactly_what_config_default_grants() -> None:
     assert grants(render()) == grants(build(CONFIG / "default"))
 
