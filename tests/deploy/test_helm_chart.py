@@ -329,16 +329,21 @@ def test_watch_namespaces_get_the_manager_role_and_the_operator_watches_exactly_
         m["metadata"]["name"] for m in of_kind(chart, "ClusterRole")
     }
     assert parse_run_arguments(manager_container(chart)["args"]).namespaces == ["ray-a", "ray-b"]
-    # The webhooks intercept the watched namespaces, and no other.
+    # The webhooks intercept the watched namespaces, and no other (never the operator's own).
     for kind, name in WEBHOOK_CONFIGURATIONS.items():
         for webhook in the(chart, kind, name)["webhooks"]:
             assert webhook["namespaceSelector"] == {
                 "matchExpressions": [
                     {
                         "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": [DEFAULT_NAMESPACE],
+                    },
+                    {
+                        "key": "kubernetes.io/metadata.name",
                         "operator": "In",
                         "values": ["ray-a", "ray-b"],
-                    }
+                    },
                 ]
             }
 
