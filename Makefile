@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.installed-stamp
 IMG ?= ray-operator:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: run test lint typecheck pytest binaries generate bench conformance clean \
+.PHONY: run test lint typecheck pytest binaries helm chart generate bench conformance clean \
 	docker-build docker-push deploy undeploy
 
 $(INSTALLED): pyproject.toml
@@ -23,7 +23,7 @@ run: $(INSTALLED) binaries
 	$(BIN)/ray-operator dev $(RUN_ARGS)
 
 ## test: lint, type-check, then the whole test suite against a real kube-apiserver
-test: lint typecheck binaries pytest
+test: lint typecheck binaries helm pytest
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check operator tests
@@ -36,6 +36,17 @@ typecheck: $(INSTALLED)
 ## binaries: build (once, then cached) etcd, kube-apiserver, kube-scheduler and KWOK
 binaries: $(INSTALLED)
 	$(BIN)/python -m ray_operator.localcluster.binaries
+
+## helm: build (once, then cached) the pinned helm the chart's tests use (`helm lint`, `helm
+## template`, `helm install` in tests/deploy/test_helm_chart.py)
+helm: $(INSTALLED)
+	$(BIN)/python -m ray_operator.localcluster.binaries helm
+
+## chart: lint charts/ray-operator and package it into dist/ (the links to config/ and the CRDs
+## become files in the package)
+chart: helm
+	$$($(BIN)/python -m ray_operator.localcluster.binaries helm) lint --strict charts/ray-operator
+	$$($(BIN)/python -m ray_operator.localcluster.binaries helm) package charts/ray-operator -d dist
 
 pytest: $(INSTALLED)
 	$(BIN)/pytest -v --durations=10
@@ -69,4 +80,4 @@ undeploy:
 	kubectl delete -k config/default --ignore-not-found
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist

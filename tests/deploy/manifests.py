@@ -66,9 +66,13 @@ def to_yaml(manifests: Iterable[Manifest]) -> str:
     return yaml.safe_dump_all(list(manifests), sort_keys=False)
 
 
-def apply_server_side(kubectl: Kubectl, manifests: Iterable[Manifest], *, dry_run: bool) -> str:
-    """`kubectl apply --server-side` (optionally `--dry-run=server`) of `manifests`."""
-    args = ["apply", "--server-side", "--field-manager=deploy-tests", "-f", "-"]
+def apply_server_side(
+    kubectl: Kubectl, manifests: Iterable[Manifest], *, dry_run: bool, validate: str = "strict"
+) -> str:
+    """`kubectl apply --server-side` (optionally `--dry-run=server`) of `manifests`, refused
+    when a field is unknown or duplicated (`validate`, kubectl's default)."""
+    args = ["apply", "--server-side", "--field-manager=deploy-tests", f"--validate={validate}"]
+    args += ["-f", "-"]
     if dry_run:
         # The fixture installed the same CRDs under another field manager; ownership is not
         # what a dry run checks, acceptance is.

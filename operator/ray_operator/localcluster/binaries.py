@@ -31,6 +31,8 @@ from typing import TextIO
 KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
+# Not part of the plane: the chart's tests (`helm lint`, `helm template`, `helm install`) use it.
+HELM_VERSION = "v3.22.0"
 
 GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
@@ -101,6 +103,22 @@ def ensure_binaries(
     )
 
 
+def ensure_helm(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr) -> Path:
+    """Return the pinned `helm`, building it from the Go module proxy the first time (minutes).
+
+    Whatever `helm` is on PATH is not used: the chart is checked with one known version.
+    """
+    cache = cache_dir or default_cache_dir()
+    target = cache / "bin" / "helm" / HELM_VERSION / "helm"
+    if not _is_executable(target):
+        print(f"[binaries] helm {HELM_VERSION}: building (first time only)", file=progress)
+        started = time.monotonic()
+        _build_helm("helm", HELM_VERSION, target, cache / "src", progress)
+        took = time.monotonic() - started
+        print(f"[binaries] helm {HELM_VERSION}: built in {took:.0f}s -> {target}", file=progress)
+    return target
+
+
 def _from_kubebuilder_assets(name: str) -> Path | None:
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
@@ -146,37 +164,63 @@ def _build_kubernetes_command(
 
 
 def _build_etcd(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
-    module_dir = src_root / f"etcd-{version}"
-    module_dir.mkdir(parents=True, exist_ok=True)
-    _write_go_module(
-        module_dir,
-        module="ray-operator.local/etcd-build",
-        requires=[("go.etcd.io/etcd/server/v3", version)],
-    )
-    _go_build(
-        module_dir,
-        package="go.etcd.io/etcd/server/v3",
-        target=target,
-        ldflags="-s -w",
-        progress=progress,
-    )
+    _build_go_command(
+        "etcd", ("go.etcd.io/etcd/server/v3", version), "go.etcd.io/etcd/server/v3",
+        target=target, src_root=src_root, ldflags="-s -w", progress=progress,
+    )  # fmt: skip
 
 
 def _build_kwok(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
-    module_dir = src_root / f"kwok-{version}"
+    _build_go_command(
+        "kwok", ("sigs.k8s.io/kwok", version), "sigs.k8s.io/kwok/cmd/kwok",
+        target=target, src_root=src_root, ldflags="-s -w", progress=progress,
+    )  # fmt: skip
+
+
+def _build_helm(name: str, version: str, target: Path, src_root: Path, progress: TextIO) -> None:
+    # As helm's own Makefile does: `helm version` names the release, and `helm template`/`lint`
+    # assume the Kubernetes version of its client-go (else v1.20, which charts may refuse).
+    minor = _helm_kubernetes_minor(version)
+    flags = [
+        "-s -w",
+        f"-X helm.sh/helm/v3/internal/version.version={version}",
+        *(
+            f"-X helm.sh/helm/v3/pkg/{package}.k8sVersion{part}={value}"
+            for package in ("chartutil", "lint/rules")
+            for part, value in (("Major", "1"), ("Minor", minor))
+        ),
+    ]
+    _build_go_command(
+        "helm", ("helm.sh/helm/v3", version), "helm.sh/helm/v3/cmd/helm",
+        target=target, src_root=src_root, ldflags=" ".join(flags), progress=progress,
+    )  # fmt: skip
+
+
+def _build_go_command(
+    name: str,
+    requirement: tuple[str, str],
+    package: str,
+    *,
+    target: Path,
+    src_root: Path,
+    ldflags: str,
+    progress: TextIO,
+) -> None:
+    """Build `package` of the module `requirement` (path, version) through a wrapper module of
+    its own under `src_root` (modules with replace directives only build that way)."""
+    module_dir = src_root / f"{name}-{requirement[1]}"
     module_dir.mkdir(parents=True, exist_ok=True)
-    _write_go_module(
-        module_dir,
-        module="ray-operator.local/kwok-build",
-        requires=[("sigs.k8s.io/kwok", version)],
-    )
-    _go_build(
-        module_dir,
-        package="sigs.k8s.io/kwok/cmd/kwok",
-        target=target,
-        ldflags="-s -w",
-        progress=progress,
-    )
+    _write_go_module(module_dir, module=f"ray-operator.local/{name}-build", requires=[requirement])
+    _go_build(module_dir, package=package, target=target, ldflags=ldflags, progress=progress)
+
+
+def _helm_kubernetes_minor(version: str) -> str:
+    """The Kubernetes minor version of the client-go helm `version` requires (v0.X.Y: X)."""
+    info = json.loads(_run_go(["mod", "download", "-json", f"helm.sh/helm/v3@{version}"], cwd=None))
+    found = re.search(r"^\s*k8s\.io/client-go v0\.(\d+)\.", Path(info["GoMod"]).read_text(), re.M)
+    if found is None:
+        raise BinaryBuildError(f"no k8s.io/client-go requirement in helm.sh/helm/v3@{version}")
+    return found.group(1)
 
 
 def _kubernetes_staging_modules(version: str) -> list[str]:
@@ -268,5 +312,8 @@ def _run_go_with_progress(args: list[str], *, cwd: Path, label: str, progress: T
 
 
 if __name__ == "__main__":
-    found = ensure_binaries()
-    print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))
+    if sys.argv[1:] == ["helm"]:
+        print(ensure_helm())
+    else:
+        found = ensure_binaries()
+        print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))
