@@ -755,13 +755,7 @@ class LocalRayAgent:
             return
         code = process.returncode
         now = format_time(datetime.datetime.now(datetime.UTC))
-        ended = {
-            "exitCode": code,
-            "reason": "Completed" if code == 0 else "Error",
-            "startedAt": head.sidecar_started or now,
-            "finishedAt": now,
-        }
-        head.sidecar_ended = ended
+        head.sidecar_ended = _terminated(code, started=head.sidecar_started or now, finished=now)
         ready = head.ready_reported and head.process.returncode is None
         patch = {"status": {"containerStatuses": self._container_statuses(head, ready=ready)}}
         if not await self._patch_pod_status(head.pod, patch, patch_type=PatchType.STRATEGIC):
@@ -887,14 +881,7 @@ class LocalRayAgent:
                 entry["ready"] = failed is None
                 if failed is not None:
                     entry["restartCount"] = failed[2]
-                entry["state"] = {
-                    "terminated": {
-                        "exitCode": code,
-                        "reason": "Completed" if code == 0 else "Error",
-                        "startedAt": now,
-                        "finishedAt": now,
-                    }
-                }
+                entry["state"] = {"terminated": _terminated(code, started=now, finished=now)}
             statuses.append(entry)
         initialized = {
             "type": "Initialized",
@@ -961,7 +948,10 @@ class LocalRayAgent:
     async def _ensure_submitter(self, pod: Pod) -> None:
         uid = pod["metadata"]["uid"]
         plan = await self._job_pod_to_start(pod)
-        if plan is None or not await self._is_operators_submitter(pod, plan):
+        if plan is None:
+            return
+        what = f"RayJob {plan.rayjob}'s submitter Job (with its template)"
+        if not await self._is_operators_job_pod(pod, rayjob=plan.rayjob, what=what):
             return
         target = self._submitter_target(plan)
         if target is None:
@@ -996,26 +986,31 @@ class LocalRayAgent:
             f"its output: {self._log_path(pod)}",
         )
 
-    async def _is_operators_submitter(self, pod: Pod, plan: SubmitterPlan) -> bool:
-        """Whether the Pod belongs to a submitter Job this operator created for its RayJob, and
-        runs exactly that Job's template (owner references and labels anyone can write).
+    async def _is_operators_job_pod(self, pod: Pod, *, rayjob: str | None, what: str) -> bool:
+        """Whether the Pod belongs to a Job this operator created (for RayJob `rayjob`, when
+        named), and runs exactly that Job's template (owner references and labels anyone can
+        write); refused with an Event naming `what` if not.
 
         Decided once per Pod: neither a Pod's containers nor a Job's template can change.
         """
         uid = pod["metadata"]["uid"]
         if uid not in self._submitters_checked:
-            self._submitters_checked[uid] = await self._submitter_of_a_created_job(pod, plan)
+            self._submitters_checked[uid] = await self._runs_a_created_job(pod, rayjob=rayjob)
         if not self._submitters_checked[uid]:
-            await self._refuse(pod, f"RayJob {plan.rayjob}'s submitter Job (with its template)")
+            await self._refuse(pod, what)
         return self._submitters_checked[uid]
 
-    async def _submitter_of_a_created_job(self, pod: Pod, plan: SubmitterPlan) -> bool:
+    async def _runs_a_created_job(self, pod: Pod, *, rayjob: str | None) -> bool:
+        namespace = str(pod["metadata"].get("namespace") or "")
         job_uid = controller_of_kind(pod["metadata"], "Job")
-        rayjob = self._store.get(RAY_JOB, plan.namespace, plan.rayjob)
         owner = self._registry.created.owner_of("Job", job_uid) if job_uid else None
-        job = None
-        if owner and rayjob is not None and rayjob["metadata"].get("uid") == owner:
-            job = await self._job_with_uid(plan.namespace, pod, job_uid)
+        if not owner or job_uid is None:
+            return False
+        if rayjob is not None:
+            found = self._store.get(RAY_JOB, namespace, rayjob)
+            if found is None or found["metadata"].get("uid") != owner:
+                return False
+        job = await self._job_with_uid(namespace, pod, job_uid)
         return job is not None and runs_the_template_of(pod, job)
 
     async def _job_with_uid(self, namespace: str, pod: Pod, uid: str) -> Object | None:
@@ -1072,13 +1067,8 @@ class LocalRayAgent:
         plan = await self._job_pod_to_start(pod)
         if plan is None:
             return
-        if uid not in self._submitters_checked:
-            job_uid = controller_of_kind(pod["metadata"], "Job")
-            created = job_uid is not None and self._registry.created.owner_of("Job", job_uid)
-            job = await self._job_with_uid(plan.namespace, pod, job_uid) if created else None
-            self._submitters_checked[uid] = job is not None and runs_the_template_of(pod, job)
-        if not self._submitters_checked[uid]:
-            await self._refuse(pod, "a RayCluster's Redis cleanup Job (with its template)")
+        what = "a RayCluster's Redis cleanup Job (with its template)"
+        if not await self._is_operators_job_pod(pod, rayjob=None, what=what):
             return
         files = self._pod_directory(pod)
         view = await self._prepare_view(pod, files, pod_ip="127.0.0.1", argv=plan.argv)
@@ -1175,12 +1165,7 @@ class LocalRayAgent:
         containers = running.pod.get("spec", {}).get("containers") or ()
         started = running.pod.get("status", {}).get("startTime")
         finished = format_time(datetime.datetime.now(datetime.UTC))
-        state = {
-            "exitCode": code,
-            "reason": "Completed" if code == 0 else "Error",
-            "startedAt": started or finished,
-            "finishedAt": finished,
-        }
+        state = _terminated(code, started=started or finished, finished=finished)
         status = {
             "phase": "Succeeded" if code == 0 else "Failed",
             "containerStatuses": [
@@ -1415,6 +1400,16 @@ def _restarts_after(pod: Pod, code: int) -> bool:
     """Whether a kubelet would restart the Pod's container after it exited with `code`."""
     policy = pod.get("spec", {}).get("restartPolicy") or "Always"
     return policy == "Always" or (policy == "OnFailure" and code != 0)
+
+
+def _terminated(code: int, *, started: str, finished: str) -> dict[str, Any]:
+    """A container's `terminated` state as a kubelet writes it for an exit code."""
+    return {
+        "exitCode": code,
+        "reason": "Completed" if code == 0 else "Error",
+        "startedAt": started,
+        "finishedAt": finished,
+    }
 
 
 def _local_container(
