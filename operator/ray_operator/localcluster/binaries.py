@@ -33,6 +33,11 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
 # Not part of the plane: the chart's tests (`helm lint`, `helm template`, `helm install`) use it.
 HELM_VERSION = "v3.22.0"
+# Not part of the plane either: KubeRay's `kubectl ray` plugin, run against the operator by
+# tests/deploy/test_kubectl_ray_plugin.py, at the KubeRay version the conformance suites pin. Since
+# KubeRay v1.5 it is the package `kubectl-plugin/cmd` of KubeRay's root module.
+KUBECTL_RAY_VERSION = "v1.5.0"
+KUBERAY_ROOT_MODULE = "github.com/ray-project/kuberay"
 
 GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
@@ -119,6 +124,26 @@ def ensure_helm(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr)
     return target
 
 
+def ensure_kubectl_ray(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr) -> Path:
+    """Return KubeRay's pinned `kubectl-ray` plugin, building it from the Go module proxy the first
+    time (minutes). Raises BinaryBuildError, with the proxy's answer, when it cannot be built."""
+    cache = cache_dir or default_cache_dir()
+    target = cache / "bin" / "kubectl-ray" / KUBECTL_RAY_VERSION / "kubectl-ray"
+    if not _is_executable(target):
+        print(
+            f"[binaries] kubectl-ray {KUBECTL_RAY_VERSION}: building (first time only)",
+            file=progress,
+        )
+        started = time.monotonic()
+        _build_kubectl_ray(KUBECTL_RAY_VERSION, target, cache / "src", progress)
+        took = time.monotonic() - started
+        print(
+            f"[binaries] kubectl-ray {KUBECTL_RAY_VERSION}: built in {took:.0f}s -> {target}",
+            file=progress,
+        )
+    return target
+
+
 def _from_kubebuilder_assets(name: str) -> Path | None:
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
@@ -196,6 +221,30 @@ def _build_helm(name: str, version: str, target: Path, src_root: Path, progress:
     )  # fmt: skip
 
 
+def _build_kubectl_ray(version: str, target: Path, src_root: Path, progress: TextIO) -> None:
+    # KubeRay's root module points its ray-operator module at ./ray-operator with a replace
+    # directive, which only works inside its repository: name the published one instead. The
+    # version variable is the one KubeRay's release build sets (`kubectl ray version` prints it).
+    operator_module = f"{KUBERAY_ROOT_MODULE}/ray-operator"
+    module_dir = src_root / f"kubectl-ray-{version}"
+    module_dir.mkdir(parents=True, exist_ok=True)
+    _write_go_module(
+        module_dir,
+        module="ray-operator.local/kubectl-ray-build",
+        requires=[(KUBERAY_ROOT_MODULE, version)],
+        extra=f"replace {operator_module} => {operator_module} {version}",
+    )
+    plugin = f"{KUBERAY_ROOT_MODULE}/kubectl-plugin"
+    _go_build(
+        module_dir,
+        package=f"{plugin}/cmd",
+        module=KUBERAY_ROOT_MODULE,
+        target=target,
+        ldflags=f"-s -w -X {plugin}/pkg/cmd/version.Version={version}",
+        progress=progress,
+    )
+
+
 def _build_go_command(
     name: str,
     requirement: tuple[str, str],
@@ -248,11 +297,18 @@ def _write_go_module(
 
 
 def _go_build(
-    module_dir: Path, *, package: str, target: Path, ldflags: str, progress: TextIO
+    module_dir: Path,
+    *,
+    package: str,
+    target: Path,
+    ldflags: str,
+    progress: TextIO,
+    module: str | None = None,
 ) -> None:
+    """`module`: the module that holds `package` (default: the path before `/cmd/`)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    _run_go(["mod", "download", package.split("/cmd/")[0]], cwd=module_dir)
+    _run_go(["mod", "download", module or package.split("/cmd/")[0]], cwd=module_dir)
     command = [
         "build",
         "-v",
@@ -314,6 +370,11 @@ def _run_go_with_progress(args: list[str], *, cwd: Path, label: str, progress: T
 if __name__ == "__main__":
     if sys.argv[1:] == ["helm"]:
         print(ensure_helm())
+    elif sys.argv[1:] == ["kubectl-ray"]:
+        try:
+            print(ensure_kubectl_ray())
+        except BinaryBuildError as error:
+            sys.exit(f"[binaries] kubectl-ray {KUBECTL_RAY_VERSION} cannot be built: {error}")
     else:
         found = ensure_binaries()
         print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))
