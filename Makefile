@@ -44,7 +44,8 @@ helm: $(INSTALLED)
 
 ## kubectl-ray: build (once, then cached) KubeRay's pinned `kubectl ray` plugin, which
 ## tests/deploy/test_kubectl_ray_plugin.py runs against the operator. Where the Go module proxy does
-## not serve KubeRay's module the build fails, make goes on and that test module is skipped.
+## not serve KubeRay's root module, KUBERAY_SOURCE=<checkout or git dir> builds it from source;
+## without it the build fails, make goes on and that test module is skipped.
 kubectl-ray: $(INSTALLED)
 	-$(BIN)/python -m ray_operator.localcluster.binaries kubectl-ray
 

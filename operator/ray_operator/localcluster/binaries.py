@@ -38,6 +38,12 @@ HELM_VERSION = "v3.22.0"
 # KubeRay v1.5 it is the package `kubectl-plugin/cmd` of KubeRay's root module.
 KUBECTL_RAY_VERSION = "v1.5.0"
 KUBERAY_ROOT_MODULE = "github.com/ray-project/kuberay"
+# Where the proxy refuses that module (it does on some registries), a KubeRay checkout or git
+# directory named here is built instead.
+KUBERAY_SOURCE_ENV = "KUBERAY_SOURCE"
+# What of that source the plugin's build reads: the root module and the ray-operator module its
+# replace directive points at (a mirror may lack other, large files).
+KUBECTL_RAY_SOURCE_PATHS = ("go.mod", "go.sum", "kubectl-plugin", "ray-operator")
 
 GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
@@ -222,6 +228,10 @@ def _build_helm(name: str, version: str, target: Path, src_root: Path, progress:
 
 
 def _build_kubectl_ray(version: str, target: Path, src_root: Path, progress: TextIO) -> None:
+    source = os.environ.get(KUBERAY_SOURCE_ENV)
+    if source:
+        _build_kubectl_ray_from_source(Path(source), version, target, src_root, progress)
+        return
     # KubeRay's root module points its ray-operator module at ./ray-operator with a replace
     # directive, which only works inside its repository: name the published one instead. The
     # version variable is the one KubeRay's release build sets (`kubectl ray version` prints it).
@@ -239,6 +249,47 @@ def _build_kubectl_ray(version: str, target: Path, src_root: Path, progress: Tex
         module_dir,
         package=f"{plugin}/cmd",
         module=KUBERAY_ROOT_MODULE,
+        target=target,
+        ldflags=f"-s -w -X {plugin}/pkg/cmd/version.Version={version}",
+        progress=progress,
+    )
+
+
+def _build_kubectl_ray_from_source(
+    source: Path, version: str, target: Path, src_root: Path, progress: TextIO
+) -> None:
+    """Build from a KubeRay checkout, or from a KubeRay git directory at the tag `version`, for
+    machines whose module proxy refuses KubeRay's root module (its deps still come from the
+    proxy). A checkout is trusted to be at `version`; a git directory is read at that tag."""
+    if not (source / "kubectl-plugin").is_dir():
+        checkout = src_root / f"kuberay-{version}"
+        if not (checkout / "kubectl-plugin").is_dir():
+            checkout.mkdir(parents=True, exist_ok=True)
+            archive = subprocess.run(
+                [
+                    "git",
+                    f"--git-dir={source}",
+                    "archive",
+                    "--format=tar",
+                    version,
+                    *KUBECTL_RAY_SOURCE_PATHS,
+                ],
+                capture_output=True,
+                check=False,
+            )
+            if archive.returncode != 0:
+                detail = archive.stderr.decode(errors="replace")[-2000:]
+                raise BinaryBuildError(
+                    f"{KUBERAY_SOURCE_ENV}={source} is neither a KubeRay checkout nor a git "
+                    f"directory with the tag {version}: {detail}"
+                )
+            subprocess.run(["tar", "-x", "-C", str(checkout)], input=archive.stdout, check=True)
+        source = checkout
+    plugin = f"{KUBERAY_ROOT_MODULE}/kubectl-plugin"
+    _go_build(
+        source,
+        package="./kubectl-plugin/cmd",
+        module="",
         target=target,
         ldflags=f"-s -w -X {plugin}/pkg/cmd/version.Version={version}",
         progress=progress,
@@ -305,10 +356,12 @@ def _go_build(
     progress: TextIO,
     module: str | None = None,
 ) -> None:
-    """`module`: the module that holds `package` (default: the path before `/cmd/`)."""
+    """`module`: the module that holds `package` (default: the path before `/cmd/`; empty when
+    `module_dir` is that module's own source, whose requirements the build itself downloads)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
-    _run_go(["mod", "download", module or package.split("/cmd/")[0]], cwd=module_dir)
+    if module != "":
+        _run_go(["mod", "download", module or package.split("/cmd/")[0]], cwd=module_dir)
     command = [
         "build",
         "-v",
