@@ -4,7 +4,8 @@ A Pod that no node can take (the real kube-scheduler's own message), or whose im
 pulled, or that crash-loops, gives its RayCluster the condition `PodsWaiting` (reason
 Unschedulable, ImagePullFailed, CrashLoop; the message names the Pod) and ONE Warning Event
 `PodsWaiting`, however many reconciles follow; the RayJob using the cluster gets the same
-condition, its `message` while Initializing, and its own single Event. `kubectl get -o wide`
+condition, its `message` while Initializing, and its own single Event (a RayService too, for
+the cluster it prepares). `kubectl get -o wide`
 shows the reason in the `waiting` column. When the Pods recover the condition goes.
 
 KWOK does not pull images or run containers: for the image and crash-loop cases the head Pod is
@@ -23,6 +24,7 @@ import pytest
 from ray_operator.app import Operator
 from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.controllers.rayjob import rayjob_controller
+from ray_operator.controllers.rayservice import rayservice_controller
 from ray_operator.localcluster.controlplane import FAKE_NODE_NAME, LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 
@@ -38,12 +40,13 @@ SCHEDULER_WORDS = "didn't match Pod's node affinity/selector"
 async def operator(
     control_plane: LocalControlPlane, namespace: str, harness: Harness
 ) -> AsyncIterator[Operator]:
-    """The RayCluster and RayJob controllers on this test's namespace (no dashboard is asked:
-    the RayJobs are InteractiveMode)."""
+    """The RayCluster, RayJob and RayService controllers on this test's namespace (no
+    dashboard is asked: the RayJobs are InteractiveMode, the RayService's cluster never gets
+    ready)."""
     replica = Operator(
         operator_settings(control_plane.kubeconfig, namespace),
         api=await load_api_client(control_plane.kubeconfig),
-        controllers=[RayClusterController, rayjob_controller()],
+        controllers=[RayClusterController, rayjob_controller(), rayservice_controller()],
     )
     stop = asyncio.Event()
     task = asyncio.create_task(replica.run(stop), name="operator-under-test")
@@ -69,11 +72,10 @@ def pod_template(container: str, **pod_spec: Any) -> dict[str, Any]:
     }
 
 
-def rayjob(
-    name: str, *, head: dict[str, Any] | None = None, worker: dict[str, Any] | None = None
+def cluster_spec(
+    *, head: dict[str, Any] | None = None, worker: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """An InteractiveMode RayJob whose cluster's head (and one worker, if given) have these
-    extra Pod spec fields."""
+    """A cluster whose head (and one worker, if given) have these extra Pod spec fields."""
     cluster: dict[str, Any] = {
         "rayVersion": RAY_VERSION,
         "headGroupSpec": {"rayStartParams": {}, "template": pod_template("ray-head", **head or {})},
@@ -89,11 +91,21 @@ def rayjob(
                 "template": pod_template("ray-worker", **worker),
             }
         ]
+    return cluster
+
+
+def rayjob(
+    name: str, *, head: dict[str, Any] | None = None, worker: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An InteractiveMode RayJob with `cluster_spec(head=..., worker=...)`."""
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
         "metadata": {"name": name},
-        "spec": {"submissionMode": "InteractiveMode", "rayClusterSpec": cluster},
+        "spec": {
+            "submissionMode": "InteractiveMode",
+            "rayClusterSpec": cluster_spec(head=head, worker=worker),
+        },
     }
 
 
@@ -319,3 +331,29 @@ async def test_a_crash_looping_head_is_told_on_the_raycluster_and_its_rayjob(
     await the_single_event(harness, "RayJob", "crashing", "PodsWaiting")
     # The Pod is not replaced: a crash loop is the kubelet's to retry, not a terminal state.
     assert (await head_pod(harness, cluster))["metadata"]["name"] == head
+
+
+async def test_a_rayservice_tells_why_the_pods_of_the_cluster_it_prepares_wait(
+    operator: Operator, harness: Harness
+) -> None:
+    await harness.apply(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayService",
+            "metadata": {"name": "serving"},
+            "spec": {
+                "serveConfigV2": "applications: []\n",
+                "rayClusterConfig": cluster_spec(head={"nodeSelector": {"no-such-label": "x"}}),
+            },
+        }
+    )
+
+    condition = await told_waiting(harness, "rayservice/serving", "Unschedulable")
+
+    service = await harness.get_json("rayservice/serving")
+    cluster = service["status"]["pendingServiceStatus"]["rayClusterName"]
+    assert condition["message"].startswith(f"RayCluster {cluster}: 1 Pod cannot be scheduled: ")
+    assert SCHEDULER_WORDS in condition["message"]
+    await the_single_event(harness, "RayService", "serving", "PodsWaiting")
+    header, row = table(await harness.kubectl("get", "rayservice", "-o", "wide"), "serving")
+    assert (header[-1], row[-1]) == ("WAITING", "Unschedulable")
