@@ -15,7 +15,6 @@ writing the Pod status a kubelet writes through the API server's status subresou
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,10 +25,9 @@ from ray_operator.controllers.raycluster import RayClusterController
 from ray_operator.controllers.rayjob import rayjob_controller
 from ray_operator.controllers.rayservice import rayservice_controller
 from ray_operator.localcluster.controlplane import FAKE_NODE_NAME, LocalControlPlane
-from ray_operator.runtime.client import load_api_client
 
 from tests.api.test_crds import table
-from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.conftest import Harness, running_operator
 from tests.controllers.ray_fixtures import RAY_VERSION
 
 NODE_WITHOUT_KUBELET = "node-whose-kubelet-is-the-test"
@@ -43,18 +41,9 @@ async def operator(
     """The RayCluster, RayJob and RayService controllers on this test's namespace (no
     dashboard is asked: the RayJobs are InteractiveMode, the RayService's cluster never gets
     ready)."""
-    replica = Operator(
-        operator_settings(control_plane.kubeconfig, namespace),
-        api=await load_api_client(control_plane.kubeconfig),
-        controllers=[RayClusterController, rayjob_controller(), rayservice_controller()],
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="operator-under-test")
-    try:
+    controllers = [RayClusterController, rayjob_controller(), rayservice_controller()]
+    async with running_operator(control_plane.kubeconfig, namespace, controllers) as replica:
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
 
 
 def pod_template(container: str, **pod_spec: Any) -> dict[str, Any]:
@@ -144,6 +133,16 @@ async def no_longer_waiting(harness: Harness, what: str) -> dict[str, Any]:
     return found
 
 
+async def recovered(harness: Harness, cluster: str, job: str) -> None:
+    """The condition goes from the RayCluster and the RayJob (and the message it put there),
+    each telling it in one Normal Event."""
+    await no_longer_waiting(harness, f"raycluster/{cluster}")
+    found = await no_longer_waiting(harness, f"rayjob/{job}")
+    assert not found["status"].get("message")
+    await the_single_event(harness, "RayCluster", cluster, "PodsNoLongerWaiting")
+    await the_single_event(harness, "RayJob", job, "PodsNoLongerWaiting")
+
+
 async def events(harness: Harness, kind: str, name: str, reason: str) -> list[dict[str, Any]]:
     listed = await harness.get_json("events")
     return [
@@ -178,6 +177,13 @@ async def head_pod(harness: Harness, cluster: str) -> dict[str, Any]:
 
     pod: dict[str, Any] = await harness.eventually(found, what=f"the head Pod of {cluster}")
     return pod
+
+
+async def head_on_a_node_whose_kubelet_is_the_test(harness: Harness, job: str) -> tuple[str, str]:
+    """Apply RayJob `job` whose head is bound to NODE_WITHOUT_KUBELET: (cluster, head Pod)."""
+    await harness.apply(rayjob(job, head={"nodeName": NODE_WITHOUT_KUBELET}))
+    cluster = await cluster_of(harness, job)
+    return cluster, (await head_pod(harness, cluster))["metadata"]["name"]
 
 
 async def kubelet_writes(harness: Harness, pod: str, status: dict[str, Any]) -> None:
@@ -254,21 +260,15 @@ async def test_an_unschedulable_worker_is_told_and_cleared_once_a_node_fits(
     # The node gets the label: the real scheduler binds the worker, KWOK runs it.
     await harness.kubectl("label", "node", FAKE_NODE_NAME, f"{label}=yes")
     try:
-        await no_longer_waiting(harness, f"raycluster/{cluster}")
-        job = await no_longer_waiting(harness, "rayjob/fussy")
+        await recovered(harness, cluster, "fussy")
     finally:
         await harness.kubectl("label", "node", FAKE_NODE_NAME, f"{label}-")
-    assert "PodsWaiting" not in (job["status"].get("message") or "")
-    await the_single_event(harness, "RayCluster", cluster, "PodsNoLongerWaiting")
-    await the_single_event(harness, "RayJob", "fussy", "PodsNoLongerWaiting")
 
 
 async def test_an_image_that_cannot_be_pulled_is_told_and_cleared_once_it_runs(
     operator: Operator, harness: Harness
 ) -> None:
-    await harness.apply(rayjob("badimage", head={"nodeName": NODE_WITHOUT_KUBELET}))
-    cluster = await cluster_of(harness, "badimage")
-    head = (await head_pod(harness, cluster))["metadata"]["name"]
+    cluster, head = await head_on_a_node_whose_kubelet_is_the_test(harness, "badimage")
     pulling = 'Back-off pulling image "rayproject/ray:no-such-tag"'
 
     await kubelet_writes(
@@ -291,19 +291,13 @@ async def test_an_image_that_cannot_be_pulled_is_told_and_cleared_once_it_runs(
 
     started = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
     await kubelet_writes(harness, head, kubelet_status("ray-head", started, phase="Running"))
-    await no_longer_waiting(harness, f"raycluster/{cluster}")
-    job = await no_longer_waiting(harness, "rayjob/badimage")
-    assert not job["status"].get("message")
-    await the_single_event(harness, "RayCluster", cluster, "PodsNoLongerWaiting")
-    await the_single_event(harness, "RayJob", "badimage", "PodsNoLongerWaiting")
+    await recovered(harness, cluster, "badimage")
 
 
 async def test_a_crash_looping_head_is_told_on_the_raycluster_and_its_rayjob(
     operator: Operator, harness: Harness
 ) -> None:
-    await harness.apply(rayjob("crashing", head={"nodeName": NODE_WITHOUT_KUBELET}))
-    cluster = await cluster_of(harness, "crashing")
-    head = (await head_pod(harness, cluster))["metadata"]["name"]
+    cluster, head = await head_on_a_node_whose_kubelet_is_the_test(harness, "crashing")
 
     async def crash_loop_backs_off(delay: str) -> str:
         back_off = f"back-off {delay} restarting failed container=ray-head pod={head}"
