@@ -1584,7 +1584,7 @@ class RayClusterStatus(BaseModel):
     """
     conditions: list[Condition] | None = None
     """
-    Observations of the cluster: RayClusterProvisioned, HeadPodReady, ReplicaFailure, RayClusterSuspending, RayClusterSuspended.
+    Observations of the cluster: RayClusterProvisioned, HeadPodReady, ReplicaFailure, RayClusterSuspending, RayClusterSuspended; and (ray-operator's) PodsWaiting, True while a Pod cannot be scheduled, cannot pull its image or crash-loops (reason Unschedulable, ImagePullFailed, CrashLoop; the message names the Pods).
     """
     ready_worker_replicas: Annotated[int | None, Field(alias="readyWorkerReplicas")] = (
         None
@@ -1735,7 +1735,7 @@ class RayServiceStatuses(BaseModel):
     )
     conditions: list[Condition] | None = None
     """
-    Observations of the service: Ready, UpgradeInProgress, RollbackInProgress, Suspending, Suspended.
+    Observations of the service: Ready, UpgradeInProgress, RollbackInProgress, Suspending, Suspended; and (ray-operator's) PodsWaiting, True while Pods of its RayClusters wait.
     """
     last_update_time: Annotated[str | None, Field(alias="lastUpdateTime")] = None
     """
@@ -2151,7 +2151,7 @@ class RayJobStatus(BaseModel):
     """
     conditions: list[Condition] | None = None
     """
-    Observations of the job (an addition of ray-operator; KubeRay's RayJob has none): DashboardReachable, False with the cause (DNSFailure, ConnectionRefused, Timeout, ServerError, Unauthorized, ...) while the cluster's dashboard cannot be reached.
+    Observations of the job (an addition of ray-operator; KubeRay's RayJob has none): DashboardReachable, False with the cause (DNSFailure, ConnectionRefused, Timeout, ServerError, Unauthorized, ...) while the cluster's dashboard cannot be reached; PodsWaiting, True while its RayCluster's Pods wait (the cluster's condition).
     """
 
 

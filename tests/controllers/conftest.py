@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ray_operator.features import FeatureGates
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
+from ray_operator.runtime.controller import ControllerFactory
 from ray_operator.runtime.errors import TransportError
 from ray_operator.runtime.kinds import POD
 from ray_operator.settings import Settings
@@ -196,11 +197,21 @@ async def operator(
     control_plane: LocalControlPlane, namespace: str, harness: Harness
 ) -> AsyncIterator[Operator]:
     """The operator with the RayCluster controller, reconciling this test's namespace."""
-    api = await load_api_client(control_plane.kubeconfig)
+    async with running_operator(control_plane.kubeconfig, namespace, [RayClusterController]) as (
+        replica
+    ):
+        yield replica
+
+
+@contextlib.asynccontextmanager
+async def running_operator(
+    kubeconfig: Path, namespace: str, controllers: Sequence[ControllerFactory]
+) -> AsyncIterator[Operator]:
+    """An operator with these controllers on `namespace`, stopped (cleanly) afterwards."""
     replica = Operator(
-        operator_settings(control_plane.kubeconfig, namespace),
-        api=api,
-        controllers=[RayClusterController],
+        operator_settings(kubeconfig, namespace),
+        api=await load_api_client(kubeconfig),
+        controllers=list(controllers),
     )
     stop = asyncio.Event()
     task = asyncio.create_task(replica.run(stop), name="operator-under-test")

@@ -22,12 +22,11 @@ import pytest
 from ray_operator.app import Operator
 from ray_operator.controllers.raycluster import PODS_PER_RECONCILE, RayClusterController
 from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.client import load_api_client
 from ray_operator.runtime.errors import TransportError
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER
 from ray_operator.validation.limits import ClusterLimits
 
-from tests.controllers.conftest import Harness, operator_settings
+from tests.controllers.conftest import Harness, running_operator
 from tests.controllers.test_raycluster import scalable_cluster, worker_names
 
 INT32_MAX = 2**31 - 1
@@ -65,20 +64,10 @@ async def operator_without_pod_bound(
 ) -> AsyncIterator[Operator]:
     """The operator with `--max-pods-per-cluster` above int32: nothing refuses 2^31-1 replicas,
     as before admission bounds existed (or with a bound an administrator raised)."""
-    api = await load_api_client(control_plane.kubeconfig)
     unbounded = ClusterLimits(max_pods_per_cluster=2**32)
-    replica = Operator(
-        operator_settings(control_plane.kubeconfig, namespace),
-        api=api,
-        controllers=[functools.partial(RayClusterController, limits=unbounded)],
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="operator-under-test")
-    try:
+    controller = functools.partial(RayClusterController, limits=unbounded)
+    async with running_operator(control_plane.kubeconfig, namespace, [controller]) as replica:
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
 
 
 @pytest.fixture

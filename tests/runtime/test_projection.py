@@ -24,6 +24,7 @@ from ray_operator.runtime.projection import JOB_FIELDS, POD_FIELDS, Projector
 from ray_operator.runtime.store import Store
 from ray_operator.status import pods as observed
 from ray_operator.status import rayjob as rayjob_status
+from ray_operator.status import waiting
 from ray_operator.status.raycluster import compute_status
 from ray_operator.status.rayservice import count_serve_endpoints
 from ray_operator.status.scaling import plan_scaling
@@ -136,6 +137,9 @@ def _pod_states() -> dict[str, Obj]:
                              "startedAt": "2026-11-26T11:00:00Z",
                              "finishedAt": "2026-11-26T11:30:00Z"}}  # fmt: skip
     pulling = {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/1 nodes are available", "lastProbeTime": None}  # fmt: skip
+    crash_loop = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}}
     head_container = head["spec"]["containers"][0]["name"]
     submitter = rayjob_status.SUBMITTER_CONTAINER_NAME
     states = {
@@ -160,6 +164,16 @@ def _pod_states() -> dict[str, Obj]:
             _status(sidecar_head, "Running", ready=True, **{submitter: exited}),
         ),
         "head with no status yet": (head, {"phase": "Pending"}),
+        "worker unschedulable": (worker, {"phase": "Pending", "conditions": [unschedulable]}),
+        "worker init container crash-looping": (
+            worker,
+            {
+                **_status(worker, "Pending", ready=False),
+                "initContainerStatuses": [
+                    {"name": "wait-gcs-ready", "restartCount": 3, "state": crash_loop}
+                ],
+            },
+        ),
         "head with a restartable submitter restarted twice": (
             sidecar_head,
             _restarted(
@@ -204,6 +218,7 @@ POD_READERS: Mapping[str, Callable[[Obj], Any]] = {
     "dashboard_url": lambda pod: InClusterResolver().dashboard_url(CLUSTER, pod),
     "head_pod_to_address": lambda pod: head_pod_to_address(CLUSTER, [pod]) is not None,
     "count_serve_endpoints": lambda pod: count_serve_endpoints([pod], cluster="ray-complete"),
+    "waiting_pod": waiting.waiting_pod,
 }
 
 
@@ -285,7 +300,10 @@ def test_the_projection_leaves_out_what_is_not_read() -> None:
     assert "example.com/notes" not in pod["metadata"]["annotations"]
     assert set(pod["spec"]) == {"restartPolicy", "containers"}
     assert pod["spec"]["containers"] == [{"name": pod["spec"]["containers"][0]["name"]}]
-    assert [condition["type"] for condition in pod["status"]["conditions"]] == ["Ready"]
+    assert [condition["type"] for condition in pod["status"]["conditions"]] == [
+        "Ready",
+        "PodScheduled",
+    ]
     assert "hostIP" not in pod["status"]
 
 

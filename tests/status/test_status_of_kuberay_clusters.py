@@ -2,7 +2,9 @@
 
 For each RayCluster KubeRay's own operator ran for its samples (`kuberay-created/`), from its
 Pods and Services as KubeRay left them: nothing to write but the timestamp, so a takeover
-writes no status (KubeRay's counters are `omitempty`: a 0 is no field, ours too).
+writes no status (KubeRay's counters are `omitempty`: a 0 is no field, ours too) — except our
+PodsWaiting condition, which KubeRay lacks, where a Pod it left waits (a worker that no node can
+take, in its label-selector sample: the very case ray-operator reports and KubeRay does not).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import datetime
 from typing import Any
 
 import pytest
+from ray_operator.status import waiting
 from ray_operator.status.raycluster import compute_status, status_changed
 
 from tests.takeover.staging import fixture_files, load_fixture
@@ -39,7 +42,26 @@ def test_the_status_kuberay_wrote_needs_no_write(file_name: str, name: str) -> N
     pods = [o for o in objects if o["kind"] == "Pod" and _owned_by(o, name)]
     services = [o for o in objects if o["kind"] == "Service" and _owned_by(o, name)]
     new = compute_status(cluster, pods=pods, services=services, now=NOW)
+    told = waiting.condition_of(new["conditions"])
+    assert (told is not None) == (waiting.pods_waiting(pods) is not None)
+    new["conditions"] = [c for c in new["conditions"] if c is not told]
     assert not status_changed(cluster["status"], new), (cluster["status"], new)
+
+
+def test_the_worker_kuberay_left_unschedulable_is_told_with_the_schedulers_words() -> None:
+    objects = load_fixture("ray-cluster-label-selector.yaml")
+    [cluster] = [o for o in objects if o["kind"] == "RayCluster"]
+    pods = [o for o in objects if o["kind"] == "Pod" and _owned_by(o, "ray-label-cluster")]
+
+    new = compute_status(cluster, pods=pods, services=[], now=NOW)
+
+    told = waiting.condition_of(new["conditions"])
+    assert told is not None
+    assert told["reason"] == "Unschedulable"
+    assert told["message"].startswith(
+        "1 Pod cannot be scheduled: ray-label-cluster-large-cpu-group-worker-skkmm: 0/1 nodes are "
+        "available: 1 node(s) didn't match Pod's node affinity/selector."
+    )
 
 
 def test_a_cluster_without_workers_has_no_zero_counters() -> None:

@@ -17,7 +17,9 @@ replica counts, endpoints, head address, conditions, `jobDeploymentStatus`, `job
 One thing is added, because it is true here: every dashboard is a `DeadDashboard`, so a RayJob
 or RayService whose dashboard the operator asked gets the condition `DashboardReachable=False`
 naming that dashboard (ours alone; KubeRay writes no such condition) and one Warning Event
-`DashboardUnreachable`.
+`DashboardUnreachable`. And a RayCluster whose Pods KubeRay left waiting (a worker no node can
+take) gets the condition `PodsWaiting=True` with the scheduler's words and one Warning Event
+`PodsWaiting` (ours alone too; `status/waiting.py`), as does a RayJob or RayService above it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.takeover.staging import CUSTOM_KINDS, fixture_files, load_fixture, na
 
 REFRESHABLE = frozenset({"lastUpdateTime", "rayClusterStatus"})
 DASHBOARD_REACHABLE = "DashboardReachable"
+PODS_WAITING = "PodsWaiting"
 CREATED_BY = "app.kubernetes.io/created-by"
 
 
@@ -135,6 +138,11 @@ def test_status_is_kept(takeover: TakeoverRun, kind: str, namespace: str, name: 
     for condition in added:
         assert condition["status"] == "False", condition
         assert takeover.dashboard_url in condition["message"], condition
+    waiting = [c for c in after.get("conditions") or () if c["type"] == PODS_WAITING]
+    for condition in waiting:
+        assert (condition["status"], condition["reason"]) == ("True", "Unschedulable"), condition
+        assert "nodes are available" in condition["message"], condition
+    added += waiting
     kept_conditions = [c for c in after.get("conditions") or () if c not in added]
     if kept_conditions or "conditions" in before:
         after["conditions"] = kept_conditions
@@ -211,4 +219,11 @@ def test_the_only_warnings_are_the_head_selector_repairs_and_a_missing_cluster(
     # The dead dashboards, said once per RayJob or RayService that asked one (module docstring).
     unreachable = {w for w in warnings if w.startswith("Warning DashboardUnreachable ")}
     assert {w.split(" ")[2].split("/")[0] for w in unreachable} <= {"RayJob", "RayService"}
-    assert warnings - unreachable == expected_repairs | missing_cluster
+    # Pods KubeRay left unschedulable, said once per object (module docstring).
+    waiting = {w for w in warnings if w.startswith("Warning PodsWaiting ")}
+    assert {w.split(" ")[2] for w in waiting} >= {
+        f"RayCluster/{namespace}/{name}"
+        for kind, namespace, name in custom_resources(with_status=True)
+        if kind == "RayCluster" and name == "ray-label-cluster"
+    }
+    assert warnings - unreachable - waiting == expected_repairs | missing_cluster

@@ -39,6 +39,14 @@ class Column:
 
 
 AGE = Column("age", ".metadata.creationTimestamp", "date")
+# Ours, KubeRay has no such column: why Pods wait (`status/waiting.py`). Priority 1 (`-o wide`),
+# so the default output stays KubeRay's, column for column, for scripts that parse it.
+WAITING = Column(
+    "waiting",
+    '.status.conditions[?(@.type=="PodsWaiting")].reason',
+    priority=1,
+    description="Why Pods wait: Unschedulable, ImagePullFailed, CrashLoop (condition PodsWaiting).",
+)
 
 # By CRD name: two groups have a RayCluster. The column names are KubeRay's (the legacy
 # operator's for cluster.ray.io), so scripts that parse `kubectl get` output keep working.
@@ -69,6 +77,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
             priority=1,
             description="Cluster IP of the head Service.",
         ),
+        WAITING,
     ),
     "rayjobs.ray.io": (
         Column("job status", ".status.jobStatus", description="Status of the Ray job."),
@@ -83,6 +92,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("start time", ".status.startTime", description="When the RayJob started."),
         Column("end time", ".status.endTime", description="When the RayJob ended."),
         AGE,
+        WAITING,
     ),
     "rayservices.ray.io": (
         Column("service status", ".status.serviceStatus", description="Running when serving."),
@@ -111,6 +121,7 @@ PRINTER_COLUMNS: dict[str, tuple[Column, ...]] = {
             description="The RayCluster being prepared to take over.",
         ),
         AGE,
+        WAITING,
     ),
     "raycronjobs.ray.io": (
         Column("schedule", ".spec.schedule", description="When RayJobs are created."),

@@ -66,6 +66,7 @@ from ray_operator.runtime.kinds import (
     Viewed,
 )
 from ray_operator.status import rayjob as rules
+from ray_operator.status import waiting
 from ray_operator.status.drift import selector_patch
 from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
@@ -164,10 +165,29 @@ class RayJobController:
             logger.warning("unknown jobDeploymentStatus %r", rules.state(old))
             return Result(requeue_after=REQUEUE_SECONDS)
         outcome = await step(rayjob, old)
+        new = old
         if outcome.status is not None:
-            new = rules.counted(rayjob, outcome.status)
-            await self.write_status(rayjob, old, rules.with_end_time(old, new, now=self._now()))
+            new = rules.with_end_time(old, rules.counted(rayjob, outcome.status), now=self._now())
+        new = self.with_cluster_waiting(rayjob, new)
+        if outcome.status is not None or new != old:
+            await self.write_status(rayjob, old, new)
         return Result(requeue_after=outcome.requeue_after)
+
+    def with_cluster_waiting(self, rayjob: RayJob, status: JSON) -> JSON:
+        """`status` with the PodsWaiting condition of the RayJob's cluster (owned, or chosen
+        by `clusterSelector`: both are named in `rayClusterName`), in `message` too while
+        Initializing."""
+        name = str(status.get("rayClusterName") or "")
+        cluster = (
+            self._store.get(RAY_CLUSTER, rayjob["metadata"]["namespace"], name) if name else None
+        )
+        return waiting.with_clusters_waiting(
+            status,
+            [cluster],
+            now=self._now(),
+            generation=int(rayjob["metadata"].get("generation") or 0),
+            mirror_message=rules.state(status) == rules.INITIALIZING,
+        )
 
     # --- the state machine's steps ------------------------------------------------------------
 
@@ -640,6 +660,11 @@ class RayJobController:
             )
         except NotFound:
             return
+        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
+        if told is not None:
+            await self._events.record(
+                rayjob, reason=told.reason, message=told.message, type=told.type
+            )
         if rules.state(old) != rules.state(new):
             logger.info(
                 "jobDeploymentStatus %s -> %s", rules.state(old) or "New", rules.state(new) or "New"

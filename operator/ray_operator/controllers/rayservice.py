@@ -67,6 +67,7 @@ from ray_operator.runtime.controller import (
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.status import rayservice as rules
+from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability
 from ray_operator.status.deployed_serve_config import serve_config_deployed
 from ray_operator.status.drift import selector_patch
@@ -231,6 +232,9 @@ class RayServiceController:
             initializing_timeout=rules.initializing_timeout(rayservice),
         )
         new = rules.compute_status(status, observed, now=self._now())
+        new = waiting.with_clusters_waiting(
+            new, [active, pending], now=self._now(), generation=observed.generation
+        )
         new = await self._dashboards.report_reachability(
             rayservice, new, reachability, events=self._events, now=self._now()
         )
@@ -690,6 +694,11 @@ class RayServiceController:
             )
         except NotFound:
             return
+        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
+        if told is not None:
+            await self._events.record(
+                rayservice, reason=told.reason, message=told.message, type=told.type
+            )
 
     # --- helpers -------------------------------------------------------------------------------
 

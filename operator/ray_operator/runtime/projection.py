@@ -111,8 +111,13 @@ POD_FIELDS: Final = Fields(
                 "podIP": WHOLE,
                 "conditions": Each(
                     Fields({"type": WHOLE, "status": WHOLE, "reason": WHOLE, "message": WHOLE}),
-                    where=("type", frozenset({"Ready"})),
+                    # PodScheduled: the scheduler's reason and message (status/waiting.py).
+                    where=("type", frozenset({"Ready", "PodScheduled"})),
                     shared=True,
+                ),
+                # Only why an init container waits (an image it cannot pull, a crash loop).
+                "initContainerStatuses": Each(
+                    Fields({"name": WHOLE, "state": Fields({"waiting": WHOLE})}), shared=True
                 ),
                 "containerStatuses": Each(
                     Fields(
@@ -132,8 +137,8 @@ POD_FIELDS: Final = Fields(
     }
 )
 """What is read of a Pod: identity, labels, ray.io annotations, owners, restart policy, the Ray
-container's name, phase, IP, the Ready condition and the containers' waiting/terminated states
-(and last termination and restart count)."""
+container's name, phase, IP, the Ready and PodScheduled conditions, the containers'
+waiting/terminated states (and last termination and restart count), init containers' waiting."""
 
 JOB_FIELDS: Final = Fields(
     {

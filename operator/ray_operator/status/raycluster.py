@@ -8,6 +8,7 @@ dashboards keep working. Deliberate differences, each for robustness:
 - removing `spec.suspend` resumes a suspended cluster as `suspend: false` does;
 - an invalid spec is reported as condition `InvalidSpec` (KubeRay only emits an Event);
 - Suspending/Suspended conditions carry a message (KubeRay leaves it empty);
+- condition `PodsWaiting` says why Pods wait (unschedulable, image, crash loop: `waiting.py`);
 - `status_changed` also reports a new `observedGeneration` or desired resources.
 """
 
@@ -35,6 +36,7 @@ from ray_operator.builders.naming import identifier
 from ray_operator.builders.quantity import ZERO, Quantity, sum_quantities
 from ray_operator.builders.ray_start import is_gpu_resource
 from ray_operator.status import pods as observed
+from ray_operator.status import waiting
 from ray_operator.status.replicas import (
     clamp_int32,
     desired_group_pods,
@@ -115,6 +117,7 @@ def compute_status(
     _head_pod_condition(conditions, _head_pod(pods))
     _provisioned_condition(conditions, manifest, pods)
     _suspension_conditions(conditions, manifest, any_pods=bool(pods))
+    _waiting_condition(conditions, pods)
     new["conditions"] = conditions.items
     _update_state(new, manifest, pods=pods, failed=failure is not None or invalid_spec is not None)
     if failure is not None and failure.blocks_ready and new.get("state") == STATE_READY:
@@ -311,6 +314,18 @@ def _suspension_conditions(conditions: _Conditions, cluster: RayCluster, *, any_
         conditions.set(SUSPENDED, status=False, reason=SUSPENDED)
         message = "spec.suspend is true: deleting all Pods" if wants_suspend else ""
         conditions.set(SUSPENDING, status=wants_suspend, reason=SUSPENDING, message=message)
+
+
+def _waiting_condition(conditions: _Conditions, pods: Sequence[Pod]) -> None:
+    """PodsWaiting (ours): True with the scheduler's or kubelet's words while a Pod waits; gone
+    once none does, so a cluster KubeRay wrote the status of compares equal."""
+    found = waiting.pods_waiting(pods)
+    if found is None:
+        conditions.remove(waiting.PODS_WAITING)
+    else:
+        conditions.set(
+            waiting.PODS_WAITING, status=True, reason=found.reason, message=found.message
+        )
 
 
 def _all_desired_pods_running(cluster: RayCluster, pods: Sequence[Pod]) -> bool:
