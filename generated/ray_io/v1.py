@@ -1584,7 +1584,7 @@ class RayClusterStatus(BaseModel):
     """
     conditions: list[Condition] | None = None
     """
-    Observations of the cluster: RayClusterProvisioned, HeadPodReady, ReplicaFailure, RayClusterSuspending, RayClusterSuspended; and (ray-operator's) PodsWaiting, True while a Pod cannot be scheduled, cannot pull its image or crash-loops (reason Unschedulable, ImagePullFailed, CrashLoop; the message names the Pods).
+    Observations of the cluster: RayClusterProvisioned, HeadPodReady, ReplicaFailure, RayClusterSuspending, RayClusterSuspended; and (ray-operator's) PodsWaiting, True while a Pod cannot be scheduled, cannot pull its image, cannot create its container or crash-loops (reason Unschedulable, ImagePullFailed, ContainerConfigFailed, CrashLoop; the message names the Pods).
     """
     ready_worker_replicas: Annotated[int | None, Field(alias="readyWorkerReplicas")] = (
         None

@@ -52,6 +52,20 @@ def test_an_unschedulable_pod_is_told_with_the_schedulers_words_and_its_name() -
     )
 
 
+def test_a_container_the_kubelet_cannot_create_is_told_with_its_words() -> None:
+    missing = 'configmap "ray-settings" not found'
+
+    found = waiting.pods_waiting(
+        [container_waiting("c-head-x", "CreateContainerConfigError", missing)]
+    )
+
+    assert found == waiting.Waiting(
+        "ContainerConfigFailed",
+        "1 Pod cannot create its container: c-head-x: ray-worker: CreateContainerConfigError: "
+        + missing,
+    )
+
+
 def test_pods_with_the_same_message_are_listed_together() -> None:
     found = waiting.pods_waiting([unschedulable("b"), unschedulable("a")])
 

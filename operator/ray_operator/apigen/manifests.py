@@ -45,7 +45,10 @@ WAITING = Column(
     "waiting",
     '.status.conditions[?(@.type=="PodsWaiting")].reason',
     priority=1,
-    description="Why Pods wait: Unschedulable, ImagePullFailed, CrashLoop (condition PodsWaiting).",
+    description=(
+        "Why Pods wait: Unschedulable, ImagePullFailed, ContainerConfigFailed, CrashLoop"
+        " (condition PodsWaiting)."
+    ),
 )
 
 # By CRD name: two groups have a RayCluster. The column names are KubeRay's (the legacy

@@ -34,8 +34,9 @@ PODS_WAITING: Final = "PodsWaiting"
 """The condition type, on RayCluster, RayJob and RayService."""
 UNSCHEDULABLE: Final = "Unschedulable"
 IMAGE_PULL_FAILED: Final = "ImagePullFailed"
+CONTAINER_CONFIG_FAILED: Final = "ContainerConfigFailed"
 CRASH_LOOP: Final = "CrashLoop"
-REASONS: Final = (UNSCHEDULABLE, IMAGE_PULL_FAILED, CRASH_LOOP)
+REASONS: Final = (UNSCHEDULABLE, IMAGE_PULL_FAILED, CONTAINER_CONFIG_FAILED, CRASH_LOOP)
 """The reasons, in the order a message tells them (the first blocks the others)."""
 
 EVENT_REASON: Final = PODS_WAITING
@@ -51,6 +52,11 @@ IMAGE_PULL_WAITING_REASONS: Final = frozenset(
         "RegistryUnavailable",
     }
 )
+# The kubelet's waiting reasons for a container it cannot create from the Pod's spec: most often a
+# ConfigMap or Secret (or a key of one) that an env var or volume names and that does not exist.
+CONTAINER_CONFIG_WAITING_REASONS: Final = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError"}
+)
 CRASH_LOOP_WAITING_REASONS: Final = frozenset({"CrashLoopBackOff"})
 
 PODS_PER_MESSAGE: Final = 3
@@ -61,6 +67,10 @@ MESSAGE_LENGTH: Final = 1024
 _HEADLINES: Final = {
     UNSCHEDULABLE: ("Pod cannot be scheduled", "Pods cannot be scheduled"),
     IMAGE_PULL_FAILED: ("Pod cannot pull its image", "Pods cannot pull their image"),
+    CONTAINER_CONFIG_FAILED: (
+        "Pod cannot create its container",
+        "Pods cannot create their containers",
+    ),
     CRASH_LOOP: ("Pod is crash-looping", "Pods are crash-looping"),
 }
 
@@ -97,6 +107,7 @@ def waiting_pod(pod: Pod) -> WaitingPod | None:
     statuses = _container_statuses(pod)
     for reason, kubelet_reasons in (
         (IMAGE_PULL_FAILED, IMAGE_PULL_WAITING_REASONS),
+        (CONTAINER_CONFIG_FAILED, CONTAINER_CONFIG_WAITING_REASONS),
         (CRASH_LOOP, CRASH_LOOP_WAITING_REASONS),
     ):
         for status in statuses:
