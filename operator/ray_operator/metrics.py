@@ -215,11 +215,19 @@ class ResourceCollector(Collector):
             "The RayCluster's status.state (`unknown` until the operator set one).",
             labels=["name", "namespace", "state"],
         )
+        conditions = GaugeMetricFamily(
+            f"{PREFIX}_cluster_condition",
+            "The RayCluster's conditions (HeadPodReady, RayClusterProvisioned, ...) by status.",
+            labels=["name", "namespace", "type", "status"],
+        )
         for cluster in self._cache.list(RAY_CLUSTER):
             name, namespace = _name(cluster)
             info.add_metric([name, namespace, _owner_kind(cluster)], 1)
             current = str((cluster.get("status") or {}).get("state") or "unknown")
             state.add_metric([name, namespace, current], 1)
+            for condition in (cluster.get("status") or {}).get("conditions") or ():
+                kind_and_status = [str(condition.get("type")), str(condition.get("status"))]
+                conditions.add_metric([name, namespace, *kind_and_status], 1)
             condition = _condition(cluster, "RayClusterProvisioned")
             is_true = condition is not None and condition.get("status") == "True"
             provisioned.add_metric([name, namespace, "true" if is_true else "false"], 1)
@@ -230,7 +238,7 @@ class ResourceCollector(Collector):
                 )
                 if seconds is not None:
                     duration.add_metric([name, namespace], seconds)
-        yield from (info, state, provisioned, duration)
+        yield from (info, state, conditions, provisioned, duration)
 
     def _jobs(self) -> Iterator[Metric]:
         info = GaugeMetricFamily(

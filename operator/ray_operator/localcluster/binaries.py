@@ -33,6 +33,9 @@ ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.7.0"
 # Not part of the plane: the chart's tests (`helm lint`, `helm template`, `helm install`) use it.
 HELM_VERSION = "v3.22.0"
+# Not part of the plane either: `promtool check rules` / `test rules` on config/prometheus's alerts.
+# Prometheus's Go module is versioned v0.<3 + minor>.<patch>: this is Prometheus v3.16.0.
+PROMTOOL_VERSION = "v0.316.0"
 
 GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
@@ -116,6 +119,24 @@ def ensure_helm(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr)
         _build_helm("helm", HELM_VERSION, target, cache / "src", progress)
         took = time.monotonic() - started
         print(f"[binaries] helm {HELM_VERSION}: built in {took:.0f}s -> {target}", file=progress)
+    return target
+
+
+def ensure_promtool(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr) -> Path:
+    """Return the pinned `promtool`, building it from the Go module proxy the first time
+    (several minutes: Prometheus is a large module)."""
+    cache = cache_dir or default_cache_dir()
+    target = cache / "bin" / "promtool" / PROMTOOL_VERSION / "promtool"
+    if not _is_executable(target):
+        print(f"[binaries] promtool {PROMTOOL_VERSION}: building (first time only)", file=progress)
+        started = time.monotonic()
+        _build_go_command(
+            "promtool", ("github.com/prometheus/prometheus", PROMTOOL_VERSION),
+            "github.com/prometheus/prometheus/cmd/promtool",
+            target=target, src_root=cache / "src", ldflags="-s -w", progress=progress,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        print(f"[binaries] promtool: built in {took:.0f}s -> {target}", file=progress)
     return target
 
 
@@ -314,6 +335,8 @@ def _run_go_with_progress(args: list[str], *, cwd: Path, label: str, progress: T
 if __name__ == "__main__":
     if sys.argv[1:] == ["helm"]:
         print(ensure_helm())
+    elif sys.argv[1:] == ["promtool"]:
+        print(ensure_promtool())
     else:
         found = ensure_binaries()
         print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))
