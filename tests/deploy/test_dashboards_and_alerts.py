@@ -227,13 +227,17 @@ def test_every_metric_the_alert_rules_name_is_served(scraped: str) -> None:
 def test_the_operator_serves_its_process_rss_and_cpu_and_each_review_answer(scraped: str) -> None:
     _, sampled = exposition_names(scraped)
     assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= sampled
-    denied = re.search(
-        r'ray_operator_admission_reviews_total\{kind="RayCluster",result="denied",'
-        r'webhook="validate"\} ([0-9.]+)',
-        scraped,
-    )
-    assert denied is not None, "the probe's refusal is counted"
-    assert float(denied.group(1)) >= 1
+    # The probe of `wait_until_intercepted` was refused; every object applied was admitted.
+    assert review_count(scraped, "validate", "RayCluster", "denied") >= 1
+    for kind in ("RayCluster", "RayJob", "RayService", "RayCronJob", "RayServeGraph"):
+        for webhook in ("validate", "mutate"):
+            assert review_count(scraped, webhook, kind, "allowed") >= 1, (webhook, kind)
+
+
+def review_count(text: str, webhook: str, kind: str, result: str) -> float:
+    labels = f'kind="{kind}",result="{result}",webhook="{webhook}"'
+    found = re.search(rf"^ray_operator_admission_reviews_total\{{{labels}\}} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 # --- the dashboard is Grafana's -------------------------------------------------------------
