@@ -195,30 +195,30 @@ class ResourceCollector(Collector):
         yield from self._serve_graphs()
 
     def _clusters(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_cluster_info",
+        info = _gauge(
+            "cluster_info",
             "Metadata about RayCluster objects.",
-            labels=["name", "namespace", "owner_kind"],
+            ["name", "namespace", "owner_kind"],
         )
-        provisioned = GaugeMetricFamily(
-            f"{PREFIX}_cluster_condition_provisioned",
+        provisioned = _gauge(
+            "cluster_condition_provisioned",
             "Whether the RayCluster's RayClusterProvisioned condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
-        duration = GaugeMetricFamily(
-            f"{PREFIX}_cluster_provisioned_duration_seconds",
+        duration = _gauge(
+            "cluster_provisioned_duration_seconds",
             "Seconds from a RayCluster's creation until RayClusterProvisioned became true.",
-            labels=["name", "namespace"],
+            ["name", "namespace"],
         )
-        state = GaugeMetricFamily(
-            f"{PREFIX}_cluster_state",
+        state = _gauge(
+            "cluster_state",
             "The RayCluster's status.state (`unknown` until the operator set one).",
-            labels=["name", "namespace", "state"],
+            ["name", "namespace", "state"],
         )
-        conditions = GaugeMetricFamily(
-            f"{PREFIX}_cluster_condition",
+        conditions = _gauge(
+            "cluster_condition",
             "The RayCluster's conditions (HeadPodReady, RayClusterProvisioned, ...) by status.",
-            labels=["name", "namespace", "type", "status"],
+            ["name", "namespace", "type", "status"],
         )
         for cluster in self._cache.list(RAY_CLUSTER):
             name, namespace = _name(cluster)
@@ -241,18 +241,16 @@ class ResourceCollector(Collector):
         yield from (info, state, conditions, provisioned, duration)
 
     def _jobs(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_job_info", "Metadata about RayJob objects.", labels=["name", "namespace"]
-        )
-        deployment = GaugeMetricFamily(
-            f"{PREFIX}_job_deployment_status",
+        info = _gauge("job_info", "Metadata about RayJob objects.", ["name", "namespace"])
+        deployment = _gauge(
+            "job_deployment_status",
             "The RayJob's current jobDeploymentStatus.",
-            labels=["name", "namespace", "deployment_status"],
+            ["name", "namespace", "deployment_status"],
         )
-        execution = GaugeMetricFamily(
-            f"{PREFIX}_job_execution_duration_seconds",
+        execution = _gauge(
+            "job_execution_duration_seconds",
             "Seconds from a RayJob's start to a terminal or Retrying jobDeploymentStatus.",
-            labels=["name", "namespace", "job_deployment_status", "retry_count"],
+            ["name", "namespace", "job_deployment_status", "retry_count"],
         )
         for job in self._cache.list(RAY_JOB):
             name, namespace = _name(job)
@@ -269,49 +267,39 @@ class ResourceCollector(Collector):
         yield from (info, deployment, execution)
 
     def _services(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_service_info",
-            "Metadata about RayService objects.",
-            labels=["name", "namespace"],
-        )
-        ready = GaugeMetricFamily(
-            f"{PREFIX}_service_condition_ready",
+        info = _gauge("service_info", "Metadata about RayService objects.", ["name", "namespace"])
+        ready = _gauge(
+            "service_condition_ready",
             "Whether the RayService's Ready condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
-        upgrading = GaugeMetricFamily(
-            f"{PREFIX}_service_condition_upgrade_in_progress",
+        upgrading = _gauge(
+            "service_condition_upgrade_in_progress",
             "Whether the RayService's UpgradeInProgress condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
         for service in self._cache.list(RAY_SERVICE):
             name, namespace = _name(service)
             info.add_metric([name, namespace], 1)
             for family, condition_type in ((ready, "Ready"), (upgrading, "UpgradeInProgress")):
-                condition = _condition(service, condition_type)
-                is_true = condition is not None and condition.get("status") == "True"
-                family.add_metric([name, namespace, "true" if is_true else "false"], 1)
+                family.add_metric([name, namespace, _condition_is_true(service, condition_type)], 1)
         yield from (info, ready, upgrading)
 
     def _cron_jobs(self) -> Iterator[Metric]:
         labels = ["name", "namespace"]
-        info = GaugeMetricFamily(
-            f"{PREFIX}_cronjob_info",
+        info = _gauge(
+            "cronjob_info",
             "Metadata about RayCronJob objects: the schedule and its time zone.",
-            labels=[*labels, "schedule", "time_zone"],
+            [*labels, "schedule", "time_zone"],
         )
-        suspended = GaugeMetricFamily(
-            f"{PREFIX}_cronjob_suspended", "1 while the RayCronJob is suspended.", labels=labels
-        )
-        active = GaugeMetricFamily(
-            f"{PREFIX}_cronjob_active_jobs",
+        suspended = _gauge("cronjob_suspended", "1 while the RayCronJob is suspended.", labels)
+        active = _gauge(
+            "cronjob_active_jobs",
             "RayJobs of the RayCronJob still running (status.active).",
-            labels=labels,
+            labels,
         )
         times = {
-            field: GaugeMetricFamily(
-                f"{PREFIX}_cronjob_{metric}_timestamp_seconds", help_text, labels=labels
-            )
+            field: _gauge(f"cronjob_{metric}_timestamp_seconds", help_text, labels)
             for field, metric, help_text in (
                 ("lastScheduleTime", "last_schedule", "When a RayJob was last scheduled."),
                 ("lastSuccessfulTime", "last_successful", "When a RayJob last completed."),
@@ -332,30 +320,38 @@ class ResourceCollector(Collector):
         yield from (info, suspended, active, *times.values())
 
     def _serve_graphs(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_servegraph_info",
+        info = _gauge(
+            "servegraph_info",
             "Metadata about RayServeGraph objects: the RayService they deploy.",
-            labels=["name", "namespace", "rayservice"],
+            ["name", "namespace", "rayservice"],
         )
-        phase = GaugeMetricFamily(
-            f"{PREFIX}_servegraph_phase",
+        phase = _gauge(
+            "servegraph_phase",
             "The RayServeGraph's status.phase (`unknown` until the operator set one).",
-            labels=["name", "namespace", "phase"],
+            ["name", "namespace", "phase"],
         )
-        ready = GaugeMetricFamily(
-            f"{PREFIX}_servegraph_condition_ready",
+        ready = _gauge(
+            "servegraph_condition_ready",
             "Whether the RayServeGraph's Ready condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
         for graph in self._cache.list(RAY_SERVE_GRAPH):
             name, namespace = _name(graph)
             status = graph.get("status") or {}
             info.add_metric([name, namespace, str(status.get("rayServiceName") or "")], 1)
             phase.add_metric([name, namespace, str(status.get("phase") or "unknown")], 1)
-            condition = _condition(graph, "Ready")
-            is_true = condition is not None and condition.get("status") == "True"
-            ready.add_metric([name, namespace, "true" if is_true else "false"], 1)
+            ready.add_metric([name, namespace, _condition_is_true(graph, "Ready")], 1)
         yield from (info, phase, ready)
+
+
+def _gauge(name: str, help_text: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=list(labels))
+
+
+def _condition_is_true(obj: Mapping[str, Any], condition_type: str) -> str:
+    """ "true" when `obj` has the condition with status True, else "false" (KubeRay's label)."""
+    condition = _condition(obj, condition_type)
+    return "true" if condition is not None and condition.get("status") == "True" else "false"
 
 
 def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
