@@ -11,11 +11,9 @@ kustomize and in the chart, which ships the same files."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -27,7 +25,7 @@ import pytest
 import yaml
 from ray_operator import labels as names
 from ray_operator.builders.containers import ensure_metrics_port
-from ray_operator.localcluster.binaries import default_cache_dir, ensure_promtool
+from ray_operator.localcluster.binaries import ensure_go_program, ensure_promtool
 from ray_operator.localcluster.controlplane import LocalControlPlane
 
 from tests.conftest import Kubectl
@@ -245,24 +243,8 @@ def review_count(text: str, webhook: str, kind: str, result: str) -> float:
 
 @functools.cache
 def schema_check() -> Path:
-    """The dashboard checker (tests/deploy/grafana_schema), built once per source version."""
-    source = b"".join(p.read_bytes() for p in sorted(SCHEMA_CHECK_SOURCE.iterdir()))
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    target = (
-        default_cache_dir() / "bin" / "grafana-dashboard-check" / digest / "grafana-dashboard-check"
-    )
-    if not target.exists():
-        go = shutil.which("go")
-        if go is None:
-            pytest.fail("Go is needed to build the Grafana dashboard schema check")
-        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-        partial = target.with_name(target.name + ".partial")
-        subprocess.run(
-            [go, "build", "-trimpath", "-o", str(partial), "."],
-            cwd=SCHEMA_CHECK_SOURCE, env=env, check=True, timeout=600,
-        )  # fmt: skip
-        partial.replace(target)
-    return target
+    """The dashboard checker (tests/deploy/grafana_schema), built once per version of it."""
+    return ensure_go_program(SCHEMA_CHECK_SOURCE, "grafana-dashboard-check")
 
 
 def schema_errors(path: Path) -> str:
