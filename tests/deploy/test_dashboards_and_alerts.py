@@ -30,7 +30,7 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 
 from tests.conftest import Kubectl
 from tests.deploy.manifests import CONFIG, build, of_kind, the
-from tests.deploy.test_helm_chart import render
+from tests.deploy.test_helm_chart import CHART, helm, render
 from tests.webhooks.conftest import load_sample, wait_until_intercepted
 from tests.webhooks.operator_process import WebhookOperator, operator_with_webhooks
 
@@ -411,6 +411,18 @@ def test_chart_renders_config_prometheus_and_the_dashboard_with_the_release_labe
     configmap = the(chart, "ConfigMap", "ray-operator-dashboard")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(configmap["data"]["ray-operator.json"]) == dashboard()
+
+
+def test_helm_lint_passes_with_every_monitoring_object_on() -> None:
+    sets = (
+        "metrics.release=kps",
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.podMonitor.enabled=true",
+        "metrics.prometheusRule.enabled=true",
+        "metrics.grafanaDashboard.enabled=true",
+    )
+    output = helm("lint", "--strict", str(CHART), *(arg for s in sets for arg in ("--set", s)))
+    assert "0 chart(s) failed" in output
 
 
 def test_chart_renders_no_monitoring_object_by_default() -> None:
