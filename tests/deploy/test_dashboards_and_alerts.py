@@ -37,6 +37,7 @@ from tests.webhooks.operator_process import WebhookOperator, operator_with_webho
 DASHBOARD = CONFIG / "grafana" / "ray-operator.json"
 RULES = CONFIG / "prometheus" / "rules.yaml"
 SCHEMA_CHECK_SOURCE = Path(__file__).parent / "grafana_schema"
+RAY_KINDS = "rayservegraphs,raycronjobs,rayservices,rayjobs,rayclusters"
 # Recorded by Prometheus itself for every target, never served by one.
 SYNTHETIC = {"up"}
 # Served (declared in /metrics) but with samples only after some history: a cluster whose Pods
@@ -162,7 +163,14 @@ def scraped(
             wait_until_intercepted(kubectl, namespace, timeout=30)  # a denied review
             for document in observed_objects():
                 kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(document))
-            yield wait_for_every_object(operator)
+            try:
+                yield wait_for_every_object(operator)
+            finally:
+                # While the operator runs: it removes its finalizers (else the namespace would
+                # stay Terminating), owners first.
+                kubectl(
+                    "delete", RAY_KINDS, "--all", "-n", namespace, "--timeout=60s", check=False
+                )  # fmt: skip
     finally:
         kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
