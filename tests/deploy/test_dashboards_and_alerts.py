@@ -10,6 +10,7 @@ kustomize and in the chart, which ships the same files."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -27,6 +28,8 @@ from ray_operator import labels as names
 from ray_operator.builders.containers import ensure_metrics_port
 from ray_operator.localcluster.binaries import ensure_go_program, ensure_promtool
 from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.metrics import Metrics
+from ray_operator.runtime.queue import WorkQueue
 
 from tests.conftest import Kubectl
 from tests.deploy.manifests import CONFIG, build, of_kind, the
@@ -437,3 +440,24 @@ def test_chart_renders_no_monitoring_object_by_default() -> None:
     defaults = render()
     assert not of_kind(defaults, "ServiceMonitor", "PodMonitor", "PrometheusRule")
     assert not [m for m in of_kind(defaults, "ConfigMap") if "dashboard" in m["metadata"]["name"]]
+
+
+# --- what the new instruments measure ----------------------------------------------------------
+
+
+def test_queue_wait_is_the_time_a_key_spent_queued_before_a_worker_took_it() -> None:
+    metrics = Metrics()
+
+    async def wait_once() -> None:
+        queue: WorkQueue[str] = WorkQueue(metrics=metrics)
+        queue.add("key")
+        await asyncio.sleep(0.05)
+        assert await queue.get() == "key"
+        queue.done("key")
+        queue.add("key")  # queued again: waits again, the first wait is not counted twice
+        assert await queue.get() == "key"
+
+    asyncio.run(wait_once())
+    name = "ray_operator_workqueue_queue_duration_seconds"
+    assert metrics.registry.get_sample_value(f"{name}_count") == 2
+    assert metrics.registry.get_sample_value(f"{name}_sum") >= 0.05  # type: ignore[operator]
