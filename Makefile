@@ -7,7 +7,8 @@ INSTALLED := $(VENV)/.installed-stamp
 IMG ?= ray-operator:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: run test lint typecheck pytest binaries helm kubectl-ray chart generate bench conformance clean \
+.PHONY: run test lint typecheck pytest binaries helm kubectl-ray dashboard-tools chart generate bench \
+	conformance clean \
 	docker-build docker-push deploy undeploy
 
 $(INSTALLED): pyproject.toml
@@ -23,7 +24,7 @@ run: $(INSTALLED) binaries
 	$(BIN)/ray-operator dev $(RUN_ARGS)
 
 ## test: lint, type-check, then the whole test suite against a real kube-apiserver
-test: lint typecheck binaries helm kubectl-ray pytest
+test: lint typecheck binaries helm kubectl-ray dashboard-tools pytest
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check operator tests
@@ -48,6 +49,12 @@ helm: $(INSTALLED)
 ## without it the build fails, make goes on and that test module is skipped.
 kubectl-ray: $(INSTALLED)
 	-$(BIN)/python -m ray_operator.localcluster.binaries kubectl-ray
+
+## dashboard-tools: build (once, then cached) the pinned promtool and the Grafana dashboard
+## schema check (tests/deploy/grafana_schema) of tests/deploy/test_dashboards_and_alerts.py
+dashboard-tools: $(INSTALLED)
+	$(BIN)/python -m ray_operator.localcluster.binaries promtool
+	$(BIN)/python -m ray_operator.localcluster.binaries go-program tests/deploy/grafana_schema grafana-dashboard-check
 
 ## chart: lint charts/ray-operator and package it into dist/ (the links to config/ and the CRDs
 ## become files in the package)

@@ -277,7 +277,9 @@ class Operator:
         # Everything a controller writes goes through the guard: no writes without the lease.
         self.client = api_client.with_write_guard(self.leadership.check_may_write)
         self.events = EventRecorder(self.client, metrics=self.metrics, instance=settings.identity)
-        context = ControllerContext(store=self.store, client=self.client, events=self.events)
+        context = ControllerContext(
+            store=self.store, client=self.client, events=self.events, metrics=self.metrics
+        )
         # The controller of an optional kind the API server does not serve stays out.
         self.controllers = [
             controller

@@ -7,9 +7,16 @@ fresh registry each and nothing lives at module level.
 The per-resource gauges mirror KubeRay's (`kuberay_cluster_info`,
 `kuberay_cluster_condition_provisioned`, `kuberay_cluster_provisioned_duration_seconds`,
 `kuberay_job_*`, `kuberay_service_*`) with the same
-labels under a `ray_operator_` prefix, so dashboards adapt by renaming. They are computed at scrape
-time from the watch cache (`ResourceCollector`), so there is no state to keep in step and no stale
-series after an object is deleted.
+labels under a `ray_operator_` prefix, so dashboards adapt by renaming; KubeRay has none for a
+RayCluster's state, RayCronJobs or RayServeGraphs, ours follow the same pattern
+(`ray_operator_cluster_state`, `ray_operator_cronjob_*`, `ray_operator_servegraph_*`). They are
+computed at scrape time from the watch cache (`ResourceCollector`), so there is no state to keep in
+step and no stale series after an object is deleted.
+
+The process's own RSS, CPU time and open files (`process_*`, prometheus_client's process
+collector) are on the same registry: a private registry has none unless it is given one.
+config/grafana/ray-operator.json and config/prometheus/rules.yaml read these names (a test checks
+that every name they use is served).
 """
 
 from __future__ import annotations
@@ -18,11 +25,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ray_operator.runtime.kinds import RAY_CLUSTER, RAY_JOB, RAY_SERVICE, Kind
+from ray_operator.runtime.kinds import (
+    RAY_CLUSTER,
+    RAY_CRON_JOB,
+    RAY_JOB,
+    RAY_SERVE_GRAPH,
+    RAY_SERVICE,
+    Kind,
+)
 
 PREFIX = "ray_operator"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -61,6 +82,12 @@ class Metrics:
             f"{PREFIX}_workqueue_adds_total",
             "Keys added to the work queue (before coalescing).",
             registry=r,
+        )
+        self.queue_wait_seconds = Histogram(
+            f"{PREFIX}_workqueue_queue_duration_seconds",
+            "Time a key waited in the work queue before a worker took it.",
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60),
         )
         self.queue_in_flight = Gauge(
             f"{PREFIX}_workqueue_in_flight", "Keys being reconciled right now.", registry=r
@@ -114,6 +141,29 @@ class Metrics:
             registry=r,
         )
 
+        self.admission_reviews_total = Counter(
+            f"{PREFIX}_admission_reviews_total",
+            "Admission reviews answered, by webhook (validate, mutate), kind and result "
+            "(allowed, denied, malformed).",
+            ["webhook", "kind", "result"],
+            registry=r,
+        )
+        self.admission_duration_seconds = Histogram(
+            f"{PREFIX}_admission_review_duration_seconds",
+            "Time to answer one admission review (read body excluded), by webhook and kind.",
+            ["webhook", "kind"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.servegraph_fetches_total = Counter(
+            f"{PREFIX}_servegraph_fetches_total",
+            "RayServeGraph document fetches by result (Fetched, NotModified, or the reason "
+            "of the Fetched condition when it failed).",
+            ["result"],
+            registry=r,
+        )
+        ProcessCollector(registry=r)
+
     def watch_resources(self, cache: ResourceSource) -> None:
         """Expose the per-resource gauges (`ray_operator_cluster_info`, …) read from `cache`."""
         self.registry.register(ResourceCollector(cache))
@@ -141,26 +191,43 @@ class ResourceCollector(Collector):
         yield from self._clusters()
         yield from self._jobs()
         yield from self._services()
+        yield from self._cron_jobs()
+        yield from self._serve_graphs()
 
     def _clusters(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_cluster_info",
+        info = _gauge(
+            "cluster_info",
             "Metadata about RayCluster objects.",
-            labels=["name", "namespace", "owner_kind"],
+            ["name", "namespace", "owner_kind"],
         )
-        provisioned = GaugeMetricFamily(
-            f"{PREFIX}_cluster_condition_provisioned",
+        provisioned = _gauge(
+            "cluster_condition_provisioned",
             "Whether the RayCluster's RayClusterProvisioned condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
-        duration = GaugeMetricFamily(
-            f"{PREFIX}_cluster_provisioned_duration_seconds",
+        duration = _gauge(
+            "cluster_provisioned_duration_seconds",
             "Seconds from a RayCluster's creation until RayClusterProvisioned became true.",
-            labels=["name", "namespace"],
+            ["name", "namespace"],
+        )
+        state = _gauge(
+            "cluster_state",
+            "The RayCluster's status.state (`unknown` until the operator set one).",
+            ["name", "namespace", "state"],
+        )
+        conditions = _gauge(
+            "cluster_condition",
+            "The RayCluster's conditions (HeadPodReady, RayClusterProvisioned, ...) by status.",
+            ["name", "namespace", "type", "status"],
         )
         for cluster in self._cache.list(RAY_CLUSTER):
             name, namespace = _name(cluster)
             info.add_metric([name, namespace, _owner_kind(cluster)], 1)
+            current = str((cluster.get("status") or {}).get("state") or "unknown")
+            state.add_metric([name, namespace, current], 1)
+            for condition in (cluster.get("status") or {}).get("conditions") or ():
+                kind_and_status = [str(condition.get("type")), str(condition.get("status"))]
+                conditions.add_metric([name, namespace, *kind_and_status], 1)
             condition = _condition(cluster, "RayClusterProvisioned")
             is_true = condition is not None and condition.get("status") == "True"
             provisioned.add_metric([name, namespace, "true" if is_true else "false"], 1)
@@ -171,21 +238,19 @@ class ResourceCollector(Collector):
                 )
                 if seconds is not None:
                     duration.add_metric([name, namespace], seconds)
-        yield from (info, provisioned, duration)
+        yield from (info, state, conditions, provisioned, duration)
 
     def _jobs(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_job_info", "Metadata about RayJob objects.", labels=["name", "namespace"]
-        )
-        deployment = GaugeMetricFamily(
-            f"{PREFIX}_job_deployment_status",
+        info = _gauge("job_info", "Metadata about RayJob objects.", ["name", "namespace"])
+        deployment = _gauge(
+            "job_deployment_status",
             "The RayJob's current jobDeploymentStatus.",
-            labels=["name", "namespace", "deployment_status"],
+            ["name", "namespace", "deployment_status"],
         )
-        execution = GaugeMetricFamily(
-            f"{PREFIX}_job_execution_duration_seconds",
+        execution = _gauge(
+            "job_execution_duration_seconds",
             "Seconds from a RayJob's start to a terminal or Retrying jobDeploymentStatus.",
-            labels=["name", "namespace", "job_deployment_status", "retry_count"],
+            ["name", "namespace", "job_deployment_status", "retry_count"],
         )
         for job in self._cache.list(RAY_JOB):
             name, namespace = _name(job)
@@ -202,29 +267,91 @@ class ResourceCollector(Collector):
         yield from (info, deployment, execution)
 
     def _services(self) -> Iterator[Metric]:
-        info = GaugeMetricFamily(
-            f"{PREFIX}_service_info",
-            "Metadata about RayService objects.",
-            labels=["name", "namespace"],
-        )
-        ready = GaugeMetricFamily(
-            f"{PREFIX}_service_condition_ready",
+        info = _gauge("service_info", "Metadata about RayService objects.", ["name", "namespace"])
+        ready = _gauge(
+            "service_condition_ready",
             "Whether the RayService's Ready condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
-        upgrading = GaugeMetricFamily(
-            f"{PREFIX}_service_condition_upgrade_in_progress",
+        upgrading = _gauge(
+            "service_condition_upgrade_in_progress",
             "Whether the RayService's UpgradeInProgress condition is true.",
-            labels=["name", "namespace", "condition"],
+            ["name", "namespace", "condition"],
         )
         for service in self._cache.list(RAY_SERVICE):
             name, namespace = _name(service)
             info.add_metric([name, namespace], 1)
             for family, condition_type in ((ready, "Ready"), (upgrading, "UpgradeInProgress")):
-                condition = _condition(service, condition_type)
-                is_true = condition is not None and condition.get("status") == "True"
-                family.add_metric([name, namespace, "true" if is_true else "false"], 1)
+                family.add_metric([name, namespace, _condition_is_true(service, condition_type)], 1)
         yield from (info, ready, upgrading)
+
+    def _cron_jobs(self) -> Iterator[Metric]:
+        labels = ["name", "namespace"]
+        info = _gauge(
+            "cronjob_info",
+            "Metadata about RayCronJob objects: the schedule and its time zone.",
+            [*labels, "schedule", "time_zone"],
+        )
+        suspended = _gauge("cronjob_suspended", "1 while the RayCronJob is suspended.", labels)
+        active = _gauge(
+            "cronjob_active_jobs",
+            "RayJobs of the RayCronJob still running (status.active).",
+            labels,
+        )
+        times = {
+            field: _gauge(f"cronjob_{metric}_timestamp_seconds", help_text, labels)
+            for field, metric, help_text in (
+                ("lastScheduleTime", "last_schedule", "When a RayJob was last scheduled."),
+                ("lastSuccessfulTime", "last_successful", "When a RayJob last completed."),
+                ("nextScheduleTime", "next_schedule", "When the next RayJob is due."),
+            )
+        }
+        for cron_job in self._cache.list(RAY_CRON_JOB):
+            name, namespace = _name(cron_job)
+            spec, status = cron_job.get("spec") or {}, cron_job.get("status") or {}
+            schedule = [str(spec.get("schedule") or ""), str(spec.get("timeZone") or "")]
+            info.add_metric([name, namespace, *schedule], 1)
+            suspended.add_metric([name, namespace], 1 if spec.get("suspend") else 0)
+            active.add_metric([name, namespace], len(status.get("active") or ()))
+            for field, family in times.items():
+                seconds = _timestamp(status.get(field))
+                if seconds is not None:
+                    family.add_metric([name, namespace], seconds)
+        yield from (info, suspended, active, *times.values())
+
+    def _serve_graphs(self) -> Iterator[Metric]:
+        info = _gauge(
+            "servegraph_info",
+            "Metadata about RayServeGraph objects: the RayService they deploy.",
+            ["name", "namespace", "rayservice"],
+        )
+        phase = _gauge(
+            "servegraph_phase",
+            "The RayServeGraph's status.phase (`unknown` until the operator set one).",
+            ["name", "namespace", "phase"],
+        )
+        ready = _gauge(
+            "servegraph_condition_ready",
+            "Whether the RayServeGraph's Ready condition is true.",
+            ["name", "namespace", "condition"],
+        )
+        for graph in self._cache.list(RAY_SERVE_GRAPH):
+            name, namespace = _name(graph)
+            status = graph.get("status") or {}
+            info.add_metric([name, namespace, str(status.get("rayServiceName") or "")], 1)
+            phase.add_metric([name, namespace, str(status.get("phase") or "unknown")], 1)
+            ready.add_metric([name, namespace, _condition_is_true(graph, "Ready")], 1)
+        yield from (info, phase, ready)
+
+
+def _gauge(name: str, help_text: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=list(labels))
+
+
+def _condition_is_true(obj: Mapping[str, Any], condition_type: str) -> str:
+    """ "true" when `obj` has the condition with status True, else "false" (KubeRay's label)."""
+    condition = _condition(obj, condition_type)
+    return "true" if condition is not None and condition.get("status") == "True" else "false"
 
 
 def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -244,6 +371,16 @@ def _condition(obj: Mapping[str, Any], condition_type: str) -> Mapping[str, Any]
         if condition.get("type") == condition_type:
             return condition  # type: ignore[no-any-return]
     return None
+
+
+def _timestamp(value: object) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
 
 
 def _seconds_between(start: object, end: object) -> float | None:

@@ -248,7 +248,7 @@ def test_service_monitor_is_config_prometheus_with_kuberay_values() -> None:
         "metrics.serviceMonitor.namespace=monitoring",
     )
     monitor = the(chart, "ServiceMonitor")
-    (config_monitor,) = build(CONFIG / "prometheus")
+    config_monitor = the(build(CONFIG / "prometheus"), "ServiceMonitor")
     assert monitor["metadata"]["namespace"] == "monitoring"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["selector"] == config_monitor["spec"]["selector"]

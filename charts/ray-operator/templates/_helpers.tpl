@@ -123,3 +123,12 @@ in each of them only.
 {{ include "ray-operator.fromConfig" (dict "root" .root "path" .path "namespace" .root.Release.Namespace) }}
 {{- end -}}
 {{- end -}}
+
+{{/* The labels of a monitoring object (list: the root context, its additionalLabels, config/'s
+labels): `metrics.release` as `release`, the extra labels, config/'s and the chart's. */}}
+{{- define "ray-operator.monitoringLabels" -}}
+{{- $root := index . 0 -}}
+{{- $release := dict -}}
+{{- with $root.Values.metrics.release }}{{ $_ := set $release "release" . }}{{ end -}}
+{{- toYaml (merge (dict) (index . 1) $release (index . 2) (include "ray-operator.labels" $root | fromYaml)) -}}
+{{- end -}}

@@ -264,6 +264,7 @@ class RayServeGraphController:
         self._store = context.store
         self._client = context.client
         self._events = context.events
+        self._metrics = context.metrics
         self._fetcher = Fetcher(policy)
         self._limits = limits
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
@@ -427,6 +428,20 @@ class RayServeGraphController:
             self._waiting_inline.discard(namespace)
 
     async def _fetch(self, rsg: Object, memory: GraphMemory) -> FetchOutcome:
+        """One fetch, counted by result (`ray_operator_servegraph_fetches_total`)."""
+        try:
+            outcome = await self._fetch_document(rsg, memory)
+        except FetchFailure as failure:
+            self._count_fetch(failure.reason)
+            raise
+        self._count_fetch("NotModified" if isinstance(outcome, NotModified) else "Fetched")
+        return outcome
+
+    def _count_fetch(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.servegraph_fetches_total.labels(result).inc()
+
+    async def _fetch_document(self, rsg: Object, memory: GraphMemory) -> FetchOutcome:
         """One fetch: the Secrets (by name, opt-in checked), then the GET; raises FetchFailure."""
         source = (rsg.get("spec") or {}).get("source") or {}
         token = await self._token(rsg, source)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -44,6 +45,9 @@ KUBERAY_SOURCE_ENV = "KUBERAY_SOURCE"
 # What of that source the plugin's build reads: the root module and the ray-operator module its
 # replace directive points at (a mirror may lack other, large files).
 KUBECTL_RAY_SOURCE_PATHS = ("go.mod", "go.sum", "kubectl-plugin", "ray-operator")
+# Not part of the plane either: `promtool check rules` / `test rules` on config/prometheus's alerts.
+# Prometheus's Go module is versioned v0.<3 + minor>.<patch>: this is Prometheus v3.16.0.
+PROMTOOL_VERSION = "v0.316.0"
 
 GO_BUILD_ENV = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
 GO_BUILD_FLAGS = ("-trimpath", "-tags", "grpcnotrace")
@@ -147,6 +151,49 @@ def ensure_kubectl_ray(cache_dir: Path | None = None, *, progress: TextIO = sys.
             f"[binaries] kubectl-ray {KUBECTL_RAY_VERSION}: built in {took:.0f}s -> {target}",
             file=progress,
         )
+    return target
+
+
+def ensure_promtool(cache_dir: Path | None = None, *, progress: TextIO = sys.stderr) -> Path:
+    """Return the pinned `promtool`, building it from the Go module proxy the first time
+    (several minutes: Prometheus is a large module)."""
+    cache = cache_dir or default_cache_dir()
+    target = cache / "bin" / "promtool" / PROMTOOL_VERSION / "promtool"
+    if not _is_executable(target):
+        print(f"[binaries] promtool {PROMTOOL_VERSION}: building (first time only)", file=progress)
+        started = time.monotonic()
+        _build_go_command(
+            "promtool", ("github.com/prometheus/prometheus", PROMTOOL_VERSION),
+            "github.com/prometheus/prometheus/cmd/promtool",
+            # Without the service discoveries (cloud SDKs, client-go): rule checks need none,
+            # and they are most of the build's time.
+            target=target, src_root=cache / "src", ldflags="-s -w", progress=progress,
+            tags=("remove_all_sd",),
+        )  # fmt: skip
+        took = time.monotonic() - started
+        print(f"[binaries] promtool: built in {took:.0f}s -> {target}", file=progress)
+    return target
+
+
+def ensure_go_program(
+    source: Path, name: str, cache_dir: Path | None = None, *, progress: TextIO = sys.stderr
+) -> Path:
+    """Return the Go program whose main package and go.mod/go.sum are in `source` (one of this
+    repository's, e.g. tests/deploy/grafana_schema), built once per version of its files."""
+    files = sorted(path for path in source.iterdir() if path.is_file())
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files))
+    cache = cache_dir or default_cache_dir()
+    target = cache / "bin" / name / digest.hexdigest()[:16] / name
+    if not _is_executable(target):
+        print(f"[binaries] {name}: building from {source} (once per version)", file=progress)
+        started = time.monotonic()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(name + ".partial")
+        command = ["build", "-v", *GO_BUILD_FLAGS, "-ldflags", "-s -w", "-o", str(partial), "."]
+        _run_go_with_progress(command, cwd=source, label=name, progress=progress)
+        partial.replace(target)
+        took = time.monotonic() - started
+        print(f"[binaries] {name}: built in {took:.0f}s -> {target}", file=progress)
     return target
 
 
@@ -305,13 +352,17 @@ def _build_go_command(
     src_root: Path,
     ldflags: str,
     progress: TextIO,
+    tags: tuple[str, ...] = (),
 ) -> None:
     """Build `package` of the module `requirement` (path, version) through a wrapper module of
-    its own under `src_root` (modules with replace directives only build that way)."""
+    its own under `src_root` (modules with replace directives only build that way), with the
+    build `tags` besides GO_BUILD_FLAGS' own."""
     module_dir = src_root / f"{name}-{requirement[1]}"
     module_dir.mkdir(parents=True, exist_ok=True)
     _write_go_module(module_dir, module=f"ray-operator.local/{name}-build", requires=[requirement])
-    _go_build(module_dir, package=package, target=target, ldflags=ldflags, progress=progress)
+    _go_build(
+        module_dir, package=package, target=target, ldflags=ldflags, progress=progress, tags=tags
+    )
 
 
 def _helm_kubernetes_minor(version: str) -> str:
@@ -355,6 +406,7 @@ def _go_build(
     ldflags: str,
     progress: TextIO,
     module: str | None = None,
+    tags: tuple[str, ...] = (),
 ) -> None:
     """`module`: the module that holds `package` (default: the path before `/cmd/`; empty when
     `module_dir` is that module's own source, whose requirements the build itself downloads)."""
@@ -362,10 +414,13 @@ def _go_build(
     partial = target.with_name(target.name + ".partial")
     if module != "":
         _run_go(["mod", "download", module or package.split("/cmd/")[0]], cwd=module_dir)
+    flags = list(GO_BUILD_FLAGS)
+    if tags:
+        flags[flags.index("-tags") + 1] += "," + ",".join(tags)
     command = [
         "build",
         "-v",
-        *GO_BUILD_FLAGS,
+        *flags,
         "-ldflags",
         ldflags,
         "-o",
@@ -428,6 +483,10 @@ if __name__ == "__main__":
             print(ensure_kubectl_ray())
         except BinaryBuildError as error:
             sys.exit(f"[binaries] kubectl-ray {KUBECTL_RAY_VERSION} cannot be built: {error}")
+    elif sys.argv[1:] == ["promtool"]:
+        print(ensure_promtool())
+    elif sys.argv[1:2] == ["go-program"] and len(sys.argv) == 4:
+        print(ensure_go_program(Path(sys.argv[2]), sys.argv[3]))
     else:
         found = ensure_binaries()
         print(json.dumps({k: str(v) for k, v in dataclasses.asdict(found).items()}))

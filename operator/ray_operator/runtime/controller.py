@@ -22,13 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.kinds import RAY_CLUSTER, Kind, ObjectKey
 from ray_operator.runtime.store import StoreView
+
+if TYPE_CHECKING:
+    from ray_operator.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ class ControllerContext:
     """The API client; its writes fail with `NotLeader` once this replica lost the lease."""
     events: EventRecorder
     """Records core/v1 Events about objects."""
+    metrics: Metrics | None = None
+    """The operator's metrics, for a controller that counts something of its own."""
 
 
 ControllerFactory = Callable[[ControllerContext], Controller]

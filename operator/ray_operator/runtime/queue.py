@@ -16,13 +16,16 @@
   wait out a 5-minute backoff. The same holds for a failed reconcile: adds that arrived during it
   are dropped in favour of the retry, unless one of them was urgent.
 
-Time comes from the event loop (`loop.call_later`), so tests drive it with a virtual clock.
+Time comes from the event loop (`loop.call_later`), so tests drive it with a virtual clock; only
+the wait a key spent queued (a metric, `ray_operator_workqueue_queue_duration_seconds`) is
+measured on the process's monotonic clock, since `add` may be called with no loop running.
 The queue holds no reconcile logic; `workers.py` decides what to do with each key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -61,6 +64,7 @@ class WorkQueue(Generic[K]):
         self._timers: dict[K, asyncio.TimerHandle] = {}
         self._failures: dict[K, int] = {}
         self._urgent: set[K] = set()  # in flight, and re-added urgently meanwhile
+        self._queued_at: dict[K, float] = {}  # monotonic time each queued key was appended
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -104,8 +108,12 @@ class WorkQueue(Generic[K]):
         self._dirty.add(key)
         if key in self._processing:
             return
-        self._queue.append(key)
+        self._append(key)
         self._changed()
+
+    def _append(self, key: K) -> None:
+        self._queue.append(key)
+        self._queued_at[key] = time.monotonic()
         self._wakeup.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -156,6 +164,9 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return None
         key = self._queue.popleft()
+        queued_at = self._queued_at.pop(key, None)
+        if self._metrics is not None and queued_at is not None:
+            self._metrics.queue_wait_seconds.observe(time.monotonic() - queued_at)
         self._dirty.discard(key)
         self._processing.add(key)
         self._idle.clear()
@@ -167,8 +178,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         self._urgent.discard(key)
         if key in self._dirty and not self._shutting_down:
-            self._queue.append(key)
-            self._wakeup.set()
+            self._append(key)
         if not self._processing:
             self._idle.set()
         self._changed()

@@ -48,6 +48,7 @@ from ray_operator.webhooks.tls import ServingCertificate
 if TYPE_CHECKING:
     # Annotations only: the app imports its components' factories, never the reverse at run time.
     from ray_operator.app import ComponentContext
+    from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,11 @@ class Webhooks:
         limits: ClusterLimits = DEFAULT_LIMITS,
         gates: FeatureGates | None = None,
         read_limits: ReadLimits = REVIEW_READ_LIMITS,
+        metrics: Metrics | None = None,
     ) -> None:
         self.options = options
+        self.metrics = metrics
+        """Where the answers are counted and timed (none: not measured)."""
         self.limits = limits
         """The bounds validation applies (`--max-pods-per-cluster`), as the controllers do."""
         self.gates = gates or FeatureGates()
@@ -99,7 +103,10 @@ class Webhooks:
         material = await self._load_with_retries()
         self.serving.load(material.serving)
         application = admission_application(
-            limits=self.limits, gates=self.gates, read_limits=self.read_limits
+            limits=self.limits,
+            gates=self.gates,
+            read_limits=self.read_limits,
+            metrics=self.metrics,
         )
         runner = bounded_runner(application, self.read_limits)
         await runner.setup()
@@ -196,6 +203,7 @@ def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], W
             client=context.client,
             limits=cluster_limits(context.settings),
             gates=context.settings.feature_gates,
+            metrics=context.metrics,
         )
 
     return build

@@ -19,12 +19,18 @@ A review of at most `INLINE_REVIEW_BYTES` is parsed, validated and encoded on th
 to worker processes owned by the Application (`workers.ReviewWorkers`, started by the first large
 review and stopped when idle): a multi-megabyte review costs up to a second of CPU, which on the
 loop stalled /healthz, watches and every reconcile (issue 12).
+
+With the operator's `Metrics`, each answer is counted (`ray_operator_admission_reviews_total`, by
+webhook, kind and result: allowed, denied, malformed) and timed
+(`ray_operator_admission_review_duration_seconds`), from the body read to the answer encoded.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -39,6 +45,9 @@ from ray_operator.webhooks.review import (
     validate_review,
 )
 from ray_operator.webhooks.workers import Answer, ReviewWorkers, respond
+
+if TYPE_CHECKING:
+    from ray_operator.metrics import Metrics
 
 DEFAULT_GATES = FeatureGates()
 
@@ -88,6 +97,7 @@ def admission_routes(
     *,
     limits: ClusterLimits = DEFAULT_LIMITS,
     gates: FeatureGates = DEFAULT_GATES,
+    metrics: Metrics | None = None,
 ) -> list[web.RouteDef]:
     """The POST routes (validate and mutate, per kind), answered by `workers`; a kind whose
     feature gate is off is refused by name."""
@@ -97,8 +107,10 @@ def admission_routes(
         validate_path, mutate_path = admission_paths(kind)
         gated_off = kind.gate is not None and not gates.enabled(kind.gate)
         answer = refuse_gated_review if gated_off else validate
-        routes.append(web.post(validate_path, _handler(kind, answer, workers)))
-        routes.append(web.post(mutate_path, _handler(kind, mutate_review, workers)))
+        validating = _Observed("validate", kind.kind, metrics)
+        mutating = _Observed("mutate", kind.kind, metrics)
+        routes.append(web.post(validate_path, _handler(kind, answer, workers, validating)))
+        routes.append(web.post(mutate_path, _handler(kind, mutate_review, workers, mutating)))
     return routes
 
 
@@ -107,12 +119,13 @@ def admission_application(
     limits: ClusterLimits = DEFAULT_LIMITS,
     gates: FeatureGates = DEFAULT_GATES,
     read_limits: ReadLimits = REVIEW_READ_LIMITS,
+    metrics: Metrics | None = None,
 ) -> web.Application:
     """An Application serving the admission routes, with bounded reads and its worker processes
     for large reviews (none until the first; all stopped by the runner's `cleanup()`)."""
     application = bounded_application(read_limits)
     workers = ReviewWorkers()
-    application.add_routes(admission_routes(workers, limits=limits, gates=gates))
+    application.add_routes(admission_routes(workers, limits=limits, gates=gates, metrics=metrics))
 
     async def stop_workers(_: web.Application) -> None:
         workers.stop()
@@ -121,15 +134,39 @@ def admission_application(
     return application
 
 
+class _Observed:
+    """Counts and times the answers of one webhook (validate or mutate) of one kind."""
+
+    def __init__(self, webhook: str, kind: str, metrics: Metrics | None) -> None:
+        self._metrics = metrics
+        self._labels = (webhook, kind)
+
+    def record(self, status: int, payload: bytes, seconds: float) -> None:
+        if self._metrics is None:
+            return
+        self._metrics.admission_duration_seconds.labels(*self._labels).observe(seconds)
+        result = "malformed" if status != 200 else _verdict(payload)
+        self._metrics.admission_reviews_total.labels(*self._labels, result).inc()
+
+
+def _verdict(review: bytes) -> str:
+    """`denied` or `allowed`, read from an encoded answer without decoding it again: the key
+    only appears unescaped as a key (in strings json.dumps escapes every quote), so a message
+    quoting it cannot be mistaken for it."""
+    return "denied" if b'"allowed": false' in review else "allowed"
+
+
 def _handler(
-    kind: AdmissionKind, answer: Answer, workers: ReviewWorkers
+    kind: AdmissionKind, answer: Answer, workers: ReviewWorkers, observed: _Observed
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         body = await request.read()  # already read by `bounded_reads`, in time and size
+        started = time.perf_counter()
         if len(body) <= INLINE_REVIEW_BYTES:
             status, payload = respond(body, kind, answer)
         else:
             status, payload = await workers.answer(body, kind, answer)
+        observed.record(status, payload, time.perf_counter() - started)
         content_type = "application/json" if status == 200 else "text/plain"
         return web.Response(status=status, body=payload, content_type=content_type)
 
