@@ -23,6 +23,7 @@ from ray_operator.dashboard.models import ServeApplicationStatus, ServeDeploymen
 from ray_operator.runtime.errors import TransportError
 from ray_operator.runtime.kinds import RAY_SERVICE
 from ray_operator.status import rayservice as rules
+from ray_operator.status.conditions import set_condition
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.ray_fixtures import (
@@ -372,7 +373,7 @@ def test_status_promotes_the_pending_cluster_once_the_services_point_at_it() -> 
 
 
 def test_ready_drops_when_serve_endpoints_drop_to_zero() -> None:
-    ready = rules.set_condition(
+    ready = set_condition(
         [],
         "Ready",
         status="True",

@@ -48,6 +48,7 @@ from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, Not
 from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
 from ray_operator.status import incremental_upgrade as machine
 from ray_operator.status import rayservice as rules
+from ray_operator.status.conditions import set_condition
 from ray_operator.validation.incremental_upgrade import INCREMENTAL_UPGRADE
 
 if TYPE_CHECKING:
@@ -656,7 +657,7 @@ def _rollback_condition(
         for c in conditions
     )
     if back and not rolling:
-        return rules.set_condition(
+        return set_condition(
             conditions,
             rules.ROLLBACK_IN_PROGRESS,
             status="True",
@@ -676,7 +677,7 @@ def _after_rollback(status: Object, *, now: datetime.datetime, generation: int) 
         for c in status.get("conditions") or ()
         if c.get("type") != rules.ROLLBACK_IN_PROGRESS
     ]
-    return rules.set_condition(
+    return set_condition(
         conditions,
         rules.UPGRADE_IN_PROGRESS,
         status="False",

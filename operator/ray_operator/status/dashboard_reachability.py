@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ray_operator.status.rayservice import set_condition
+from ray_operator.status.conditions import set_condition
 
 DASHBOARD_REACHABLE = "DashboardReachable"
 ANSWERED = "DashboardAnswered"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ray_operator.servegraph.names import DEPLOYED, FETCHED, PARSED, READY
-from ray_operator.status.rayservice import set_condition
+from ray_operator.status.conditions import set_condition
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayService

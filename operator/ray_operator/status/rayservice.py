@@ -34,6 +34,7 @@ from ray_operator import labels as names
 from ray_operator.builders.manifest import json_copy
 from ray_operator.builders.rayservice import build_cluster_for_service, is_cluster_spec_hash_equal
 from ray_operator.dashboard.models import ServeApplicationStatus
+from ray_operator.status.conditions import set_condition
 from ray_operator.validation.rayservice import (
     INITIALIZING_TIMEOUT_ANNOTATION,
     initializing_timeout_seconds,
@@ -278,38 +279,6 @@ def invalid_status(old: Object, message: str, *, generation: int, now: datetime.
 def status_changed(old: Object, new: Object) -> bool:
     """Whether to write: anything but timestamps."""
     return _comparable(old) != _comparable(new)
-
-
-def set_condition(
-    conditions: list[JSON],
-    kind: str,
-    *,
-    status: str,
-    reason: str,
-    message: str,
-    now: datetime.datetime,
-    generation: int,
-) -> list[JSON]:
-    """`conditions` with `kind` set; `lastTransitionTime` moves only when `status` changes
-    (apimachinery's `SetStatusCondition`)."""
-    result = [dict(c) for c in conditions if c.get("type") != kind]
-    previous = next((c for c in conditions if c.get("type") == kind), None)
-    moment = (
-        previous.get("lastTransitionTime")
-        if previous and previous.get("status") == status
-        else None
-    ) or now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    result.append(
-        {
-            "type": kind,
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": moment,
-            "observedGeneration": generation,
-        }
-    )
-    return sorted(result, key=lambda c: str(c["type"]))
 
 
 def _observe(

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ray_operator.status import pods as observed
-from ray_operator.status.rayservice import set_condition
+from ray_operator.status.conditions import set_condition
 
 if TYPE_CHECKING:
     from ray_io.v1_views import ContainerStatus, Pod
