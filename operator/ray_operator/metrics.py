@@ -14,6 +14,7 @@ series after an object is deleted.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ray_operator import __version__
 from ray_operator.runtime.kinds import RAY_CLUSTER, RAY_JOB, RAY_SERVICE, Kind
 
 PREFIX = "ray_operator"
@@ -34,6 +36,13 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info",
+            "Always 1; the labels say which operator runs: its version and its Python's.",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(version=__version__, python=python_version()).set(1)
         self.reconcile_total = Counter(
             f"{PREFIX}_reconcile_total",
             "Reconciles by kind and result "
@@ -225,6 +234,11 @@ class ResourceCollector(Collector):
                 is_true = condition is not None and condition.get("status") == "True"
                 family.add_metric([name, namespace, "true" if is_true else "false"], 1)
         yield from (info, ready, upgrading)
+
+
+def python_version() -> str:
+    """The running interpreter's version, `3.12.1` (platform.python_version without platform)."""
+    return ".".join(str(part) for part in sys.version_info[:3])
 
 
 def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
