@@ -97,12 +97,15 @@ pytest: $(INSTALLED)
 ## (the image), pure.txt (`make pythons`), all.txt (the virtualenv)
 lock: $(INSTALLED)
 	$(BIN)/uv lock $(LOCK_ARGS)
-	$(BIN)/uv export --frozen --quiet --no-emit-project --format requirements-txt \
-		-o requirements/runtime.txt
-	$(BIN)/uv export --frozen --quiet --no-emit-project --format requirements-txt \
-		--extra test -o requirements/pure.txt
-	$(BIN)/uv export --frozen --quiet --no-emit-project --format requirements-txt \
-		--all-extras -o requirements/all.txt
+	$(call export_locked,runtime)
+	$(call export_locked,pure,--extra test)
+	$(call export_locked,all,--all-extras)
+
+# requirements/$(1).txt exported from uv.lock (with the extras $(2)); a file that comes out the same
+# keeps its date, since the virtualenvs are rebuilt when theirs is newer
+export_locked = $(BIN)/uv export --frozen --quiet --no-emit-project --format requirements-txt $(2) \
+	>requirements/$(1).txt.new && if cmp -s requirements/$(1).txt.new requirements/$(1).txt; \
+	then rm requirements/$(1).txt.new; else mv requirements/$(1).txt.new requirements/$(1).txt; fi
 
 ## version: print the version (ray_operator/__init__.py)
 version:
