@@ -4,8 +4,10 @@
 # Stage 1 builds a wheel of the project (both source roots, operator/ and generated/, see
 # pyproject.toml) and installs it with its runtime dependencies into a virtualenv; stage 2 is
 # the same slim Python with that virtualenv and nothing else: no compiler, no pip, no sources,
-# no test or dev extras. The dependencies ship binary wheels for linux/amd64 and linux/arm64,
-# so neither stage needs a compiler.
+# no test or dev extras. The dependencies are exactly those of the lock (requirements/runtime.txt,
+# exported from uv.lock by `make lock`), checked against their hashes and taken as binary wheels
+# (they ship them for linux/amd64 and linux/arm64), so two builds a week apart install the same
+# files and neither stage needs a compiler.
 
 # Pinned: bump deliberately (and the digest with it, when you pin one).
 ARG PYTHON_IMAGE=python:3.12.12-slim-bookworm
@@ -14,15 +16,20 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
+COPY requirements/runtime.txt requirements/runtime.txt
 COPY operator/ operator/
 COPY generated/ generated/
 # The wheel first (build isolation fetches the setuptools that pyproject.toml asks for), then a
-# virtualenv without pip of its own holding the wheel and its dependencies (pip compiles the
-# bytecode, so the read-only root filesystem never needs a write).
+# virtualenv without pip of its own holding the locked dependencies and the wheel, which adds
+# none (--no-deps), and `pip check` that they satisfy it (pip compiles the bytecode, so the
+# read-only root filesystem never needs a write).
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv --without-pip /opt/ray-operator \
- && pip --python /opt/ray-operator/bin/python install /wheels/*.whl
+ && pip --python /opt/ray-operator/bin/python install \
+        --require-hashes --no-deps --only-binary :all: -r requirements/runtime.txt \
+ && pip --python /opt/ray-operator/bin/python install --no-deps /wheels/*.whl \
+ && pip --python /opt/ray-operator/bin/python check
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0

@@ -1,21 +1,35 @@
 # The two commands of the README: `make run` and `make test`. Everything else is a step of theirs.
-PYTHON ?= python3
+#
+# The full suite runs on the Python the image ships (3.12, see Dockerfile); the other versions that
+# pyproject's requires-python admits get `make pythons`. Each is found on PATH or under pyenv
+# (.ci/find-python), or named: `make PYTHON=/path/to/python3.12`.
+IMAGE_PYTHON := 3.12
+OTHER_PYTHONS := 3.11 3.13
+ifndef PYTHON
+PYTHON := $(shell .ci/find-python $(IMAGE_PYTHON) 2>/dev/null)
+endif
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed-stamp
+# pip installs exactly the lock's files (requirements/*.txt, exported from uv.lock by `make lock`),
+# binary wheels checked against their hashes; pip's cache is kept, so a second build downloads
+# nothing.
+PIP_INSTALL_LOCKED := pip install --quiet --require-hashes --no-deps --only-binary :all: -r
 
-IMG ?= ray-operator:0.1.0
+# The version has one place, ray_operator/__init__.py (pyproject reads it too).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' operator/ray_operator/__init__.py)
+IMG ?= ray-operator:$(VERSION)
 CONTAINER_TOOL ?= docker
 
-.PHONY: run test lint typecheck pytest binaries helm kubectl-ray dashboard-tools chart generate bench \
-	conformance clean \
-	docker-build docker-push deploy undeploy
+.PHONY: run test lint typecheck pytest pythons binaries helm kubectl-ray dashboard-tools chart \
+	generate lock bench conformance clean docker-build docker-push deploy undeploy version
 
-$(INSTALLED): pyproject.toml
-	@echo "== creating the virtualenv in $(VENV) and installing ray-operator with its test/dev extras"
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+$(INSTALLED): pyproject.toml requirements/all.txt
+	@test -n "$(PYTHON)" || .ci/find-python $(IMAGE_PYTHON)
+	@echo "== creating the virtualenv in $(VENV) ($(PYTHON)) and installing ray-operator with every extra"
+	$(PYTHON) -m venv --clear $(VENV)
+	$(BIN)/$(PIP_INSTALL_LOCKED) requirements/all.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	@touch $@
 
 ## run: the operator against an embedded local control plane (or $$KUBECONFIG's cluster), with
@@ -23,8 +37,9 @@ $(INSTALLED): pyproject.toml
 run: $(INSTALLED) binaries
 	$(BIN)/ray-operator dev $(RUN_ARGS)
 
-## test: lint, type-check, then the whole test suite against a real kube-apiserver
-test: lint typecheck binaries helm kubectl-ray dashboard-tools pytest
+## test: lint, type-check, the other Pythons' reduced set, then the whole test suite against a
+## real kube-apiserver
+test: lint typecheck pythons binaries helm kubectl-ray dashboard-tools pytest
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check operator tests
@@ -33,6 +48,30 @@ lint: $(INSTALLED)
 
 typecheck: $(INSTALLED)
 	$(BIN)/mypy
+
+## pythons: on each of OTHER_PYTHONS, in a virtualenv of its own (.venv-pyX.Y) with the locked
+## runtime and test dependencies but no Ray: every module imported, and the tests of the pure
+## layers (pyproject's first import-linter contract) that need no Ray; and mypy for that version
+## (--python-version: that Python's standard library; run from $(VENV), which has Ray's types)
+PURE_LAYER_TESTS := tests/builders tests/status tests/validation tests/cron tests/bounded_yaml \
+	tests/bounded_json tests/legacy tests/localray/test_plan.py tests/localray/test_redis_plan.py \
+	tests/localray/test_volumes.py tests/runtime/test_feature_gates.py
+pythons: $(addprefix python-,$(OTHER_PYTHONS))
+
+python-%: .venv-py%/.installed-stamp $(INSTALLED)
+	@echo "== Python $*: import every module, mypy --python-version $*, the pure layers' tests"
+	.venv-py$*/bin/python -m tests.import_every_module
+	$(BIN)/mypy --python-version $*
+	.venv-py$*/bin/pytest -q -p no:cacheprovider -m 'not needs_ray' \
+		--deselect tests/legacy/test_on_control_plane.py $(PURE_LAYER_TESTS)
+
+# Kept: make would delete a pattern rule's intermediate stamp, and rebuild the venv every run.
+.PRECIOUS: .venv-py%/.installed-stamp
+.venv-py%/.installed-stamp: pyproject.toml requirements/pure.txt
+	python=$$(.ci/find-python $*) && $$python -m venv --clear .venv-py$*
+	.venv-py$*/bin/$(PIP_INSTALL_LOCKED) requirements/pure.txt
+	.venv-py$*/bin/pip install --quiet --no-deps -e .
+	@touch $@
 
 ## binaries: build (once, then cached) etcd, kube-apiserver, kube-scheduler and KWOK
 binaries: $(INSTALLED)
@@ -65,6 +104,26 @@ chart: helm
 pytest: $(INSTALLED)
 	$(BIN)/pytest -v --durations=10
 
+## lock: after a change to the dependencies in pyproject.toml: update uv.lock (one resolution for
+## every Python requires-python admits; the versions already locked are kept unless
+## LOCK_ARGS=--upgrade or --upgrade-package NAME) and export requirements/ from it: runtime.txt
+## (the image), pure.txt (`make pythons`), all.txt (the virtualenv)
+lock: $(INSTALLED)
+	$(BIN)/uv lock $(LOCK_ARGS)
+	$(call export_locked,runtime)
+	$(call export_locked,pure,--extra test)
+	$(call export_locked,all,--all-extras)
+
+# requirements/$(1).txt exported from uv.lock (with the extras $(2)); a file that comes out the same
+# keeps its date, since the virtualenvs are rebuilt when theirs is newer
+export_locked = $(BIN)/uv export --frozen --quiet --no-emit-project --format requirements-txt $(2) \
+	>requirements/$(1).txt.new && if cmp -s requirements/$(1).txt.new requirements/$(1).txt; \
+	then rm requirements/$(1).txt.new; else mv requirements/$(1).txt.new requirements/$(1).txt; fi
+
+## version: print the version (ray_operator/__init__.py)
+version:
+	@echo $(VERSION)
+
 ## bench: the benchmarks (M1-M6) against an embedded control plane; prints a table (--json too)
 bench: $(INSTALLED) binaries
 	$(BIN)/python -m ray_operator.bench $(BENCH_ARGS)
@@ -81,7 +140,8 @@ generate: $(INSTALLED)
 
 ## docker-build: build the operator image $(IMG) (needs a Docker engine)
 docker-build:
-	$(CONTAINER_TOOL) build --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) \
+		--build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown) -t $(IMG) .
 
 docker-push:
 	$(CONTAINER_TOOL) push $(IMG)
@@ -94,4 +154,4 @@ undeploy:
 	kubectl delete -k config/default --ignore-not-found
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist
+	rm -rf $(VENV) $(addprefix .venv-py,$(OTHER_PYTHONS)) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist

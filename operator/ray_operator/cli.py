@@ -10,6 +10,8 @@ ray-operator local-cluster start|stop|status [--dir DIR]
 ray-operator convert FILE|- [-o yaml|json]
                                           RayClusters of Ray's legacy operator
                                           (cluster.ray.io/v1) as ray.io/v1 RayClusters
+ray-operator --version                    the version (also /metrics' ray_operator_build_info
+                                          and the image's org.opencontainers.image.version)
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ray_operator import __version__
 from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.localcluster.binaries import default_cache_dir
 
@@ -57,6 +60,7 @@ def _build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the operator")

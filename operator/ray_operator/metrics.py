@@ -21,6 +21,7 @@ that every name they use is served).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ray_operator import __version__
 from ray_operator.runtime.kinds import (
     RAY_CLUSTER,
     RAY_CRON_JOB,
@@ -55,6 +57,13 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info",
+            "Always 1; the labels say which operator runs: its version and its Python's.",
+            ["version", "python"],
+            registry=r,
+        )
+        self.build_info.labels(version=__version__, python=python_version()).set(1)
         self.reconcile_total = Counter(
             f"{PREFIX}_reconcile_total",
             "Reconciles by kind and result "
@@ -352,6 +361,11 @@ def _condition_is_true(obj: Mapping[str, Any], condition_type: str) -> str:
     """ "true" when `obj` has the condition with status True, else "false" (KubeRay's label)."""
     condition = _condition(obj, condition_type)
     return "true" if condition is not None and condition.get("status") == "True" else "false"
+
+
+def python_version() -> str:
+    """The running interpreter's version, `3.12.1` (platform.python_version without platform)."""
+    return ".".join(str(part) for part in sys.version_info[:3])
 
 
 def _name(obj: Mapping[str, Any]) -> tuple[str, str]:

@@ -363,6 +363,20 @@ class _Acceptor(asyncio.AbstractServer):
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
 
+    # Python 3.13 added these two to AbstractServer, whose defaults raise NotImplementedError
+    # (mypy for 3.13 calls the class abstract without them); aiohttp closes its connections itself.
+    def close_clients(self) -> None:
+        """Close every connection the server holds (what asyncio.Server.close_clients does)."""
+        for connection in list(self._server.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+
+    def abort_clients(self) -> None:
+        """Abort every connection the server holds, dropping unsent data."""
+        for connection in list(self._server.connections):
+            if connection.transport is not None:
+                connection.transport.abort()
+
     def is_serving(self) -> bool:
         return any(listener.fileno() != -1 for listener in self._sockets)
 

@@ -295,6 +295,7 @@ def test_both_yaml_emitters_write_the_same_values(graph: ServeGraph) -> None:
         assert load_serve_config(render_serve_config(config, pure_python=pure_python)) == config
 
 
+@pytest.mark.needs_ray
 @given(valid_graphs())
 @GRAPH_SETTINGS
 def test_random_graphs_compile_to_configs_ray_serve_accepts(graph: ServeGraph) -> None:

@@ -86,7 +86,13 @@ def test_build_is_multi_stage_and_the_final_stage_takes_only_the_virtualenv() ->
 def test_wheel_is_built_from_both_source_roots() -> None:
     build_stage = stages()[0]
     copied = " ".join(arguments for keyword, arguments in build_stage if keyword == "COPY")
-    for source in ("pyproject.toml", "operator/", "generated/"):
+    for source in (
+        "pyproject.toml",
+        "LICENSE",
+        "requirements/runtime.txt",
+        "operator/",
+        "generated/",
+    ):
         assert source in copied
     assert any("pip wheel" in arguments for keyword, arguments in build_stage if keyword == "RUN")
 
@@ -123,4 +129,11 @@ def test_dockerignore_sends_only_what_the_wheel_is_made_of() -> None:
     ]
     assert patterns[0] == "*"
     included = {pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "operator", "generated"}
+    assert included == {
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "requirements/runtime.txt",
+        "operator",
+        "generated",
+    }

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray_operator import __version__
+from ray_operator.metrics import python_version
 from ray_operator.runtime import POD, KubeClient
 
 from tests.conftest import Kubectl
@@ -181,6 +183,11 @@ def test_probes_and_metrics_answer(
             replica.metric(
                 "ray_operator_cluster_info", name="observed", namespace=namespace, owner_kind="None"
             )
+            == 1
+        )
+        # The one version (`ray-operator --version`, the image label) and the Python it runs on.
+        assert (
+            replica.metric("ray_operator_build_info", version=__version__, python=python_version())
             == 1
         )
         assert (

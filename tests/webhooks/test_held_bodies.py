@@ -12,6 +12,7 @@ clients. The same limits at the webhook's real sizes, in a real operator, are at
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import http.client
@@ -303,3 +304,35 @@ def test_limits_with_room_for_less_than_their_largest_body_are_refused() -> None
         ReadLimits(max_body_bytes=2000, held_body_bytes=1000)
     with pytest.raises(ValueError, match="room for fewer bytes than its largest body"):
         ReadLimits(small_bodies=BodyLane(max_body_bytes=100, held_bytes=99))
+
+
+# --- Python 3.13's AbstractServer.close_clients / abort_clients -----------------------------
+
+
+@pytest.mark.parametrize("method", ["close_clients", "abort_clients"])
+async def test_closing_the_clients_ends_every_open_connection(method: str) -> None:
+    """Python 3.13 gave AbstractServer these two (raising NotImplementedError by default)."""
+    from ray_operator.server import _Acceptor
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: web.BaseRequest) -> web.Response:
+        entered.set()
+        await release.wait()
+        return web.Response(text="too late")
+
+    server = web.Server(held)
+    listening = socket.create_server(("127.0.0.1", 0))
+    listening.setblocking(False)
+    acceptor = _Acceptor(server, [listening], ssl_context=None, limits=ReadLimits())
+    try:
+        reader, writer = await asyncio.open_connection(*listening.getsockname()[:2])
+        writer.write(b"GET / HTTP/1.1\r\nHost: operator\r\n\r\n")
+        await asyncio.wait_for(entered.wait(), timeout=10)
+        getattr(acceptor, method)()
+        assert await asyncio.wait_for(reader.read(), timeout=10) == b""
+        writer.close()
+    finally:
+        release.set()
+        acceptor.close()
+        await acceptor.wait_closed()
