@@ -317,35 +317,63 @@ def test_alert_rules_pass_promtool_check_rules(tmp_path: Path) -> None:
 
 
 def test_a_cluster_whose_head_is_not_ready_for_15_minutes_fires_its_alert(tmp_path: Path) -> None:
-    rule_file = rule_groups(tmp_path)
     head = 'ray_operator_cluster_condition{namespace="a",name="c",type="HeadPodReady",status="%s"}'
     state = 'ray_operator_cluster_state{namespace="a",name="%s",state="%s"}'
+    input_series = [
+        {"series": head % "False", "values": "1x30"},
+        {"series": state % ("c", "ready"), "values": "1x30"},
+        # Suspended: no head on purpose, never alerted on.
+        {"series": state % ("s", "suspended"), "values": "1x30"},
+        {"series": head.replace('"c"', '"s"') % "False", "values": "1x30"},
+    ]
+    fired = {
+        "summary": "RayCluster a/c is not ready for 15 minutes.",
+        "description": _annotation("RayClusterNotReady", "description", namespace="a", name="c"),
+    }
+    assert_promtool_unit_test_passes(tmp_path, input_series, [
+        {"eval_time": "10m", "alertname": "RayClusterNotReady", "exp_alerts": []},
+        {"eval_time": "20m", "alertname": "RayClusterNotReady", "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "namespace": "a", "name": "c"},
+            "exp_annotations": fired,
+        }]},
+    ])  # fmt: skip
+
+
+def test_pods_waiting_for_10_minutes_fire_their_alert_and_recovered_ones_do_not(
+    tmp_path: Path,
+) -> None:
+    waiting = (
+        'ray_operator_cluster_condition{namespace="a",name="%s",type="PodsWaiting",status="%s"}'
+    )
+    input_series = [
+        {"series": waiting % ("stuck", "True"), "values": "1x30"},
+        # Waited 5 minutes, then its Pods were scheduled: the condition went.
+        {"series": waiting % ("recovered", "True"), "values": "1x5"},
+    ]
+    fired = {
+        name: _annotation("RayClusterPodsWaiting", name, namespace="a", name="stuck")
+        for name in ("summary", "description")
+    }
+    assert_promtool_unit_test_passes(tmp_path, input_series, [
+        {"eval_time": "5m", "alertname": "RayClusterPodsWaiting", "exp_alerts": []},
+        {"eval_time": "15m", "alertname": "RayClusterPodsWaiting", "exp_alerts": [{
+            "exp_labels": {"severity": "warning", "namespace": "a", "name": "stuck"},
+            "exp_annotations": fired,
+        }]},
+    ])  # fmt: skip
+
+
+def assert_promtool_unit_test_passes(
+    tmp_path: Path, input_series: list[dict[str, str]], alert_rule_test: list[dict[str, Any]]
+) -> None:
+    """`promtool test rules` with these series (one sample a minute) and expected alerts."""
     tests = {
-        "rule_files": [str(rule_file)],
+        "rule_files": [str(rule_groups(tmp_path))],
         "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": [
-                {"series": head % "False", "values": "1x30"},
-                {"series": state % ("c", "ready"), "values": "1x30"},
-                # Suspended: no head on purpose, never alerted on.
-                {"series": state % ("s", "suspended"), "values": "1x30"},
-                {"series": head.replace('"c"', '"s"') % "False", "values": "1x30"},
-            ],
-            "alert_rule_test": [
-                {"eval_time": "10m", "alertname": "RayClusterNotReady", "exp_alerts": []},
-                {"eval_time": "20m", "alertname": "RayClusterNotReady", "exp_alerts": [{
-                    "exp_labels": {"severity": "warning", "namespace": "a", "name": "c"},
-                    "exp_annotations": {
-                        "summary": "RayCluster a/c is not ready for 15 minutes.",
-                        "description": _rule("RayClusterNotReady")["annotations"]["description"]
-                        .replace("{{ $labels.namespace }}", "a")
-                        .replace("{{ $labels.name }}", "c"),
-                    },
-                }]},
-            ],
-        }],
-    }  # fmt: skip
+        "tests": [
+            {"interval": "1m", "input_series": input_series, "alert_rule_test": alert_rule_test}
+        ],
+    }
     test_file = tmp_path / "test.yaml"
     test_file.write_text(yaml.safe_dump(tests))
     result = subprocess.run(
@@ -358,6 +386,12 @@ def test_a_cluster_whose_head_is_not_ready_for_15_minutes_fires_its_alert(tmp_pa
 def _rule(alert: str) -> dict[str, Any]:
     (rule,) = (r for r in rules() if r.get("alert") == alert)
     return rule
+
+
+def _annotation(alert: str, annotation: str, *, namespace: str, name: str) -> str:
+    """The alert's annotation as Prometheus renders it for that cluster's labels."""
+    text = str(_rule(alert)["annotations"][annotation])
+    return text.replace("{{ $labels.namespace }}", namespace).replace("{{ $labels.name }}", name)
 
 
 # --- the Prometheus Operator objects --------------------------------------------------------
