@@ -6,7 +6,7 @@ import re
 import time
 
 import pytest
-from ray_operator.builders.quantity import (
+from ray_operator.spec.quantity import (
     MAX_QUANTITY_LENGTH,
     InvalidQuantityError,
     Quantity,

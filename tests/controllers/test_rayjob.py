@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from ray_operator.builders import rayjob as build
 from ray_operator.dashboard.client import DashboardClient, DashboardOptions
-from ray_operator.dashboard.models import JobInfo, JobSubmission
+from ray_operator.spec.dashboard_models import JobInfo, JobSubmission
 from ray_operator.status import rayjob as rules
 
 from tests.controllers.conftest import Harness, eventually

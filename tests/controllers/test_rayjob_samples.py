@@ -10,7 +10,7 @@ import secrets
 from typing import Any
 
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.dashboard.models import JobSubmission
+from ray_operator.spec.dashboard_models import JobSubmission
 
 from tests.controllers.conftest import Harness
 from tests.controllers.ray_fixtures import (

@@ -26,7 +26,7 @@ from ray_operator.builders.serve_graph import (
 from ray_operator.controllers.rayservegraph import FINALIZER, SPEC_HASH_ANNOTATION
 from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, RAY_SERVICE
 from ray_operator.servegraph.fetch import FetchPolicy
-from ray_operator.servegraph.names import GRAPH_LABEL
+from ray_operator.spec.serve_graph_names import GRAPH_LABEL
 
 from tests.controllers.conftest import Harness, eventually, reconcile_errors
 from tests.controllers.rayservegraph_fixtures import (

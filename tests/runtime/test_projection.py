@@ -22,7 +22,7 @@ from ray_operator.dashboard.resolver import InClusterResolver, head_pod_to_addre
 from ray_operator.runtime.kinds import JOB, POD, SERVICE
 from ray_operator.runtime.projection import JOB_FIELDS, POD_FIELDS, Projector
 from ray_operator.runtime.store import Store
-from ray_operator.status import pods as observed
+from ray_operator.spec import pods as observed
 from ray_operator.status import rayjob as rayjob_status
 from ray_operator.status import waiting
 from ray_operator.status.raycluster import compute_status

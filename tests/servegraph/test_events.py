@@ -45,7 +45,6 @@ from ray_operator.servegraph.events import (
     refresh_timestamp,
     verify,
 )
-from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION, SECRET_GRAPHS_ANNOTATION
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
     GITHUB_BODY_SIGNATURE_HEADER,
@@ -54,6 +53,10 @@ from ray_operator.servegraph.signatures import (
     sign_refresh,
 )
 from ray_operator.settings import Settings, settings_from_args
+from ray_operator.spec.serve_graph_names import (
+    REFRESH_REQUESTED_ANNOTATION,
+    SECRET_GRAPHS_ANNOTATION,
+)
 from ray_operator.webhooks import WebhookOptions
 
 from tests.builders.clusters import raycluster

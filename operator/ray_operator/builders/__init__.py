@@ -6,17 +6,6 @@ tested alone and the reconciler decides what to send. The public entry points ar
 """
 
 from ray_operator.builders.fault_tolerance import build_gcs_storage_pvc, needs_gcs_storage_pvc
-from ray_operator.builders.hashing import pod_template_hash
-from ray_operator.builders.naming import (
-    head_pod_name,
-    head_service_fqdn,
-    head_service_name,
-    headless_service_name,
-    random_suffix,
-    replica_group_name,
-    serve_service_name,
-    worker_pod_name,
-)
 from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.builders.services import (
     NoServePortError,
@@ -26,6 +15,17 @@ from ray_operator.builders.services import (
     head_ports,
     needs_headless_service,
     wants_serve_service,
+)
+from ray_operator.spec.hashing import pod_template_hash
+from ray_operator.spec.object_names import (
+    head_pod_name,
+    head_service_fqdn,
+    head_service_name,
+    headless_service_name,
+    random_suffix,
+    replica_group_name,
+    serve_service_name,
+    worker_pod_name,
 )
 
 __all__ = [

@@ -16,7 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import head_service_selector, owner_references
+from ray_operator.spec.object_names import (
+    head_service_name,
+    headless_service_name,
+    serve_service_name,
+)
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -29,12 +35,6 @@ from ray_operator.builders.manifest import (
     ray_container,
     spec,
     worker_groups,
-)
-from ray_operator.builders.metadata import head_service_selector, owner_references
-from ray_operator.builders.naming import (
-    head_service_name,
-    headless_service_name,
-    serve_service_name,
 )
 
 if TYPE_CHECKING:

@@ -41,11 +41,11 @@ from ray_operator import labels as names
 from ray_operator.builders import gateway as gw
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
-from ray_operator.dashboard.errors import DashboardError
-from ray_operator.dashboard.models import ServeApplicationStatus
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
+from ray_operator.spec.dashboard_errors import DashboardError
+from ray_operator.spec.dashboard_models import ServeApplicationStatus
 from ray_operator.status import incremental_upgrade as machine
 from ray_operator.status import rayservice as rules
 from ray_operator.status.conditions import set_condition

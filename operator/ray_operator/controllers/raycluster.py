@@ -68,13 +68,6 @@ from ray_operator.builders.ingress import (
     ingress_annotation_patch,
     wants_ingress,
 )
-from ray_operator.builders.manifest import (
-    is_autoscaling_enabled,
-    is_gcs_ft_embedded,
-    is_gcs_ft_enabled,
-    spec,
-)
-from ray_operator.builders.naming import check_name, random_suffix, replica_group_name
 from ray_operator.builders.pods import (
     PodOptions,
     build_head_pod,
@@ -147,6 +140,13 @@ from ray_operator.runtime.kinds import (
     Kind,
     ObjectKey,
     Viewed,
+)
+from ray_operator.spec.object_names import check_name, random_suffix, replica_group_name
+from ray_operator.spec.raycluster import (
+    is_autoscaling_enabled,
+    is_gcs_ft_embedded,
+    is_gcs_ft_enabled,
+    spec,
 )
 from ray_operator.status import raycluster as cluster_status
 from ray_operator.status import waiting

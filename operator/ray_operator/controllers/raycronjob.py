@@ -34,8 +34,8 @@ from ray_operator.runtime.controller import (
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.runtime.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
+from ray_operator.spec.times import format_time
 from ray_operator.status import raycronjob as rules
-from ray_operator.status.rayjob import format_time
 from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycronjob import validate_raycronjob

@@ -38,13 +38,10 @@ from typing import TYPE_CHECKING, Any
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
-from ray_operator.builders.naming import random_suffix
 from ray_operator.controllers.batch_scheduling import REFUSED_REASON, BatchScheduling
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
-from ray_operator.dashboard.errors import DashboardError, JobNotFound, SubmissionIdInUse
-from ray_operator.dashboard.models import is_job_terminal
 from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
 from ray_operator.features import SIDECAR_SUBMITTER_RESTART
 from ray_operator.runtime.controller import (
@@ -65,6 +62,9 @@ from ray_operator.runtime.kinds import (
     ObjectKey,
     Viewed,
 )
+from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
+from ray_operator.spec.dashboard_models import is_job_terminal
+from ray_operator.spec.object_names import random_suffix
 from ray_operator.status import rayjob as rules
 from ray_operator.status import waiting
 from ray_operator.status.drift import selector_patch

@@ -102,7 +102,7 @@ from ray_operator.servegraph.fetch import (
     NotModified,
     check_secret_opt_in,
 )
-from ray_operator.servegraph.names import (
+from ray_operator.spec.serve_graph_names import (
     MAX_DOCUMENT_BYTES,
     REFRESH_REQUESTED_ANNOTATION,
     SERVE_GRAPH_GROUP,

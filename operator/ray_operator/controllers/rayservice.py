@@ -46,14 +46,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
-from ray_operator.builders.naming import random_suffix
 from ray_operator.builders.services import NoServePortError
 from ray_operator.controllers import incremental_upgrade as incremental
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
-from ray_operator.dashboard.errors import DashboardError
-from ray_operator.dashboard.models import ServeApplicationStatus, ServeDetails
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
 from ray_operator.runtime.controller import (
@@ -66,6 +63,9 @@ from ray_operator.runtime.controller import (
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
 from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
+from ray_operator.spec.dashboard_errors import DashboardError
+from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDetails
+from ray_operator.spec.object_names import random_suffix
 from ray_operator.status import rayservice as rules
 from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability

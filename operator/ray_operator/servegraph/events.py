@@ -82,12 +82,6 @@ from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
 from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
 from ray_operator.runtime.store import StoreView
-from ray_operator.servegraph.names import (
-    REFRESH_REQUESTED_ANNOTATION,
-    SECRET_GRAPHS_ANNOTATION,
-    SERVE_GRAPH_GROUP,
-    SERVE_GRAPH_VERSION,
-)
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
     GITHUB_BODY_SIGNATURE_HEADER,
@@ -111,6 +105,12 @@ from ray_operator.server import (
     bounded_application,
     bounded_runner,
     start_site,
+)
+from ray_operator.spec.serve_graph_names import (
+    REFRESH_REQUESTED_ANNOTATION,
+    SECRET_GRAPHS_ANNOTATION,
+    SERVE_GRAPH_GROUP,
+    SERVE_GRAPH_VERSION,
 )
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ray_operator.builders.go_json import GoDecodeError
-from ray_operator.builders.hashing import pod_template_hash
+from ray_operator.spec.go_json import GoDecodeError
+from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.validation.errors import FieldError, invalid, shown
 
 # `field`, `.field`, `[index]` or `[key]`: the steps of a `GoDecodeError.path`.

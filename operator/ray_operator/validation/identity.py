@@ -33,7 +33,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.builders.manifest import (
+from ray_operator.spec.raycluster import (
     head_group,
     is_autoscaling_enabled,
     metadata,

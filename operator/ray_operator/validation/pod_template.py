@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ray_operator.builders.quantity import InvalidQuantityError, Quantity
+from ray_operator.spec.quantity import InvalidQuantityError, Quantity
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
