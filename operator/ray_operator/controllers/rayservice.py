@@ -41,7 +41,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import labels as names
@@ -66,6 +65,7 @@ from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, K
 from ray_operator.spec.dashboard_errors import DashboardError
 from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDetails
 from ray_operator.spec.object_names import random_suffix
+from ray_operator.spec.rayservice import SpecReading
 from ray_operator.status import rayservice as rules
 from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability
@@ -87,24 +87,6 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class SpecReading:
-    """What a RayService's spec says, worked out once per spec rather than once per reconcile:
-    parsing `serveConfigV2` (PyYAML, several times: validation, the config, its hash) costs
-    seconds of event loop for a config of a megabyte, and a RayService requeues every 2 s."""
-
-    digest: str
-    """sha256 of the name, annotations and spec this reading was made from."""
-    problem: str | None
-    """What makes the spec unusable (None when it is fine)."""
-    serve_config: Mapping[str, Any]
-    """`serveConfigV2` parsed: the body of the PUT (empty when there is a problem or none)."""
-    serve_config_hash: str
-    """`build.serve_config_hash` of it ("" when there is a problem)."""
-    cluster_config_hash: str
-    """`build.cluster_config_hash`: the hash its clusters carry ("" when there is a problem)."""
 
 
 class RayServiceController:
