@@ -46,7 +46,14 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import (
+from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
+from ray_operator.runtime.queue import WorkQueue
+from ray_operator.runtime.store import Store, StoreView
+from ray_operator.runtime.watcher import Watcher
+from ray_operator.runtime.workers import Workers
+from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
+from ray_operator.settings import Settings, metrics_need_authentication
+from ray_operator.spec.kinds import (
     CERT_MANAGER_KINDS,
     CERTIFICATE,
     ISSUER,
@@ -59,13 +66,6 @@ from ray_operator.runtime.kinds import (
     Kind,
     watch_selectors,
 )
-from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
-from ray_operator.runtime.queue import WorkQueue
-from ray_operator.runtime.store import Store, StoreView
-from ray_operator.runtime.watcher import Watcher
-from ray_operator.runtime.workers import Workers
-from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
-from ray_operator.settings import Settings, metrics_need_authentication
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient

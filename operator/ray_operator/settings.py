@@ -25,7 +25,7 @@ from ray_operator.builders.batch_scheduling import (
     parse_batch_scheduler,
 )
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
-from ray_operator.servegraph.origins import malformed_entries
+from ray_operator.spec.fetch_origins import malformed_entries
 from ray_operator.validation.identity import OperatorIdentity
 from ray_operator.validation.limits import ClusterLimits
 

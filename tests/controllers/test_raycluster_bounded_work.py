@@ -23,7 +23,7 @@ from ray_operator.app import Operator
 from ray_operator.controllers.raycluster import PODS_PER_RECONCILE, RayClusterController
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.errors import TransportError
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 from ray_operator.validation.limits import ClusterLimits
 
 from tests.controllers.conftest import Harness, running_operator

@@ -16,7 +16,7 @@ import yaml
 from ray_operator.app import Operator
 from ray_operator.builders.network_policies import build_network_policies
 from ray_operator.features import parse_feature_gates
-from ray_operator.runtime.kinds import NETWORK_POLICY
+from ray_operator.spec.kinds import NETWORK_POLICY
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness, StartClusterOperator

@@ -22,8 +22,8 @@ from ray_operator.builders import rayjob as build
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind
 from ray_operator.spec.dashboard_models import JobSubmission
+from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind
 from ray_operator.status import rayjob as rules
 
 from tests.controllers.conftest import Harness, eventually

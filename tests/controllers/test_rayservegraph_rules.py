@@ -19,7 +19,7 @@ from ray_operator.controllers.rayservegraph import (
     retry_delay,
     service_name,
 )
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
+from ray_operator.spec.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
 from ray_operator.spec.serve_graph_names import REFRESH_REQUESTED_ANNOTATION
 from ray_operator.urls import shown_url
 

@@ -20,8 +20,8 @@ import aiohttp
 import yaml
 from ray_operator.builders import rayservice as build
 from ray_operator.runtime.errors import TransportError
-from ray_operator.runtime.kinds import RAY_SERVICE
 from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDeploymentStatus
+from ray_operator.spec.kinds import RAY_SERVICE
 from ray_operator.status import rayservice as rules
 from ray_operator.status.conditions import set_condition
 

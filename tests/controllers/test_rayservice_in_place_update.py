@@ -21,7 +21,7 @@ from typing import Any
 
 from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER, Kind
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, Kind
 
 from tests.controllers.conftest import Harness, reconcile_errors
 from tests.controllers.dashboard_counter import CountingDashboard, counting_dashboard

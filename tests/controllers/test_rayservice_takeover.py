@@ -27,7 +27,7 @@ from ray_operator.builders import rayservice as build
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.dashboard_counter import CountingDashboard, counting_dashboard

@@ -28,8 +28,8 @@ from ray_operator.localray.scope import (
 )
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import JOB, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import JOB, RAY_CLUSTER, RAY_JOB
 
 from tests.builders.clusters import raycluster
 from tests.conftest import Kubectl

@@ -14,8 +14,8 @@ from typing import Any
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.runtime.client import KubeClient
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
 from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 from tests.builders.clusters import raycluster
 from tests.localray.agents import (

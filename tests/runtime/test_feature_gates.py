@@ -15,8 +15,8 @@ from ray_operator.features import (
     gate_off_detail,
     parse_feature_gates,
 )
-from ray_operator.runtime.kinds import RAY_CRON_JOB as RAY_CRON_JOB_KIND
 from ray_operator.settings import Settings, add_run_arguments, settings_from_args
+from ray_operator.spec.kinds import RAY_CRON_JOB as RAY_CRON_JOB_KIND
 
 
 def parse(*argv: str) -> Settings:

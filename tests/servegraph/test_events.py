@@ -28,7 +28,6 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET
 from ray_operator.servegraph.events import (
     CloudEventReference,
     Credentials,
@@ -53,6 +52,7 @@ from ray_operator.servegraph.signatures import (
     sign_refresh,
 )
 from ray_operator.settings import Settings, settings_from_args
+from ray_operator.spec.kinds import RAY_SERVE_GRAPH, SECRET
 from ray_operator.spec.serve_graph_names import (
     REFRESH_REQUESTED_ANNOTATION,
     SECRET_GRAPHS_ANNOTATION,

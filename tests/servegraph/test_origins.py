@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ray_operator.servegraph.origins import (
+from ray_operator.spec.fetch_origins import (
     entry_for,
     malformed_entries,
     origin_listed,

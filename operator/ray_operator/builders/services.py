@@ -7,7 +7,7 @@ ClusterIP it is headless and publishes not-ready addresses: a cluster has one he
 must resolve it before its probes pass. `headGroupSpec.headService` is a user-supplied Service that
 we complete rather than replace. Every Service also carries our `app.kubernetes.io/created-by` label
 (KubeRay's headless and serve Services carry none); the runtime finds Services by their `ray.io/*`
-labels (`runtime/kinds.py: SERVICE_SELECTORS`), and the head Service's selector leaves
+labels (`spec/kinds.py: SERVICE_SELECTORS`), and the head Service's selector leaves
 `created-by` out (KubeRay's has it), so it selects either operator's head Pod.
 """
 

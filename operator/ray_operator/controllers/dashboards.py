@@ -44,7 +44,6 @@ from ray_operator.dashboard.resolver import (
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import POD, SECRET
 from ray_operator.runtime.store import StoreView
 from ray_operator.spec.dashboard_errors import (
     NO_ADDRESS,
@@ -53,6 +52,7 @@ from ray_operator.spec.dashboard_errors import (
     DashboardError,
     DashboardUnavailable,
 )
+from ray_operator.spec.kinds import POD, SECRET
 from ray_operator.spec.object_names import check_name
 from ray_operator.status.dashboard_reachability import (
     Reachability,

@@ -44,9 +44,9 @@ from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
-from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
 from ray_operator.spec.dashboard_errors import DashboardError
 from ray_operator.spec.dashboard_models import ServeApplicationStatus
+from ray_operator.spec.kinds import POD, SERVICE, Kind, ObjectKey
 from ray_operator.spec.rayservice import SpecReading
 from ray_operator.status import incremental_upgrade as machine
 from ray_operator.status import rayservice as rules

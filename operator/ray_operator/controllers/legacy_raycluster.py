@@ -60,7 +60,7 @@ from ray_operator.legacy.conversion import LegacyConversionError, convert_legacy
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory, Result
 from ray_operator.runtime.errors import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.kinds import (
     JSON,
     LEGACY_RAY_CLUSTER,
     POD,

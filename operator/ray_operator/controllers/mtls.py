@@ -45,7 +45,7 @@ from ray_operator.builders.mtls import (
     sans_differ,
 )
 from ray_operator.runtime.errors import Conflict, Forbidden, NotFound
-from ray_operator.runtime.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
+from ray_operator.spec.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
 from ray_operator.spec.raycluster import cluster_name, spec
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator.builders.network_policies import build_network_policies, network_policy_drifted
 from ray_operator.runtime.errors import ApiError, Conflict, Invalid, NotFound
-from ray_operator.runtime.kinds import NETWORK_POLICY, Kind, ObjectKey
+from ray_operator.spec.kinds import NETWORK_POLICY, Kind, ObjectKey
 from ray_operator.status.drift import owner_description
 
 if TYPE_CHECKING:

@@ -123,7 +123,7 @@ from ray_operator.runtime.errors import (
     ServerError,
     TransportError,
 )
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.kinds import (
     AUTOSCALER_RBAC_KINDS,
     CERT_MANAGER_KINDS,
     INGRESS,

@@ -33,7 +33,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
+from ray_operator.spec.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
 from ray_operator.spec.times import format_time
 from ray_operator.status import raycronjob as rules
 from ray_operator.validation.errors import summarize

@@ -52,7 +52,9 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
+from ray_operator.spec.dashboard_models import is_job_terminal
+from ray_operator.spec.kinds import (
     JOB,
     POD,
     RAY_CLUSTER,
@@ -62,8 +64,6 @@ from ray_operator.runtime.kinds import (
     ObjectKey,
     Viewed,
 )
-from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
-from ray_operator.spec.dashboard_models import is_job_terminal
 from ray_operator.spec.object_names import random_suffix
 from ray_operator.status import rayjob as rules
 from ray_operator.status import waiting

@@ -84,15 +84,6 @@ from ray_operator.runtime.errors import (
     KubeError,
     NotFound,
 )
-from ray_operator.runtime.kinds import (
-    CONFIG_MAP,
-    RAY_CLUSTER,
-    RAY_SERVE_GRAPH,
-    RAY_SERVICE,
-    SECRET,
-    Kind,
-    ObjectKey,
-)
 from ray_operator.servegraph.fetch import (
     Artifact,
     ArtifactFetchError,
@@ -101,6 +92,15 @@ from ray_operator.servegraph.fetch import (
     FetchPolicy,
     NotModified,
     check_secret_opt_in,
+)
+from ray_operator.spec.kinds import (
+    CONFIG_MAP,
+    RAY_CLUSTER,
+    RAY_SERVE_GRAPH,
+    RAY_SERVICE,
+    SECRET,
+    Kind,
+    ObjectKey,
 )
 from ray_operator.spec.serve_graph_names import (
     MAX_DOCUMENT_BYTES,

@@ -61,9 +61,9 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.spec.dashboard_errors import DashboardError
 from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDetails
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
 from ray_operator.spec.object_names import random_suffix
 from ray_operator.spec.rayservice import SpecReading
 from ray_operator.status import rayservice as rules

@@ -105,8 +105,8 @@ from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEn
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
-from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
+from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.spec.times import format_time
 
 if TYPE_CHECKING:

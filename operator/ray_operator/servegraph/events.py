@@ -80,7 +80,6 @@ from aiohttp import web
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
-from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
 from ray_operator.runtime.store import StoreView
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
@@ -106,6 +105,7 @@ from ray_operator.server import (
     bounded_runner,
     start_site,
 )
+from ray_operator.spec.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
 from ray_operator.spec.serve_graph_names import (
     REFRESH_REQUESTED_ANNOTATION,
     SECRET_GRAPHS_ANNOTATION,

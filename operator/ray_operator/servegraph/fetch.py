@@ -52,11 +52,11 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from ray_operator.servegraph import origins
 from ray_operator.servegraph.fairshare import FairShare
-from ray_operator.servegraph.origins import DEFAULT_PORTS, Origin
 from ray_operator.servegraph.resolution import GuardedResolver, LookupPool, LookupTimedOutError
 from ray_operator.spec import fetch_addresses as addresses
+from ray_operator.spec import fetch_origins as origins
+from ray_operator.spec.fetch_origins import DEFAULT_PORTS, Origin
 from ray_operator.spec.serve_graph_names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
 from ray_operator.urls import shown_url
 
