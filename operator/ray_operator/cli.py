@@ -32,7 +32,7 @@ from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentFactory
+    from ray_operator.components import ComponentFactory
     from ray_operator.dashboard.resolver import DashboardResolver
     from ray_operator.localcluster.controlplane import LocalControlPlane
     from ray_operator.localray.agent import LocalRayOptions, LocalRayRegistry

@@ -114,7 +114,7 @@ if TYPE_CHECKING:
 
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
     from ray_operator.runtime.controller import Controller, ControllerContext, ControllerFactory
 
 RAYLET_HEALTH_PATH = "/api/local_raylet_healthz"

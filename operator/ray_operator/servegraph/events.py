@@ -114,7 +114,7 @@ from ray_operator.spec.serve_graph_names import (
 )
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
 
 logger = logging.getLogger(__name__)
 

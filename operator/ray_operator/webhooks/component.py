@@ -47,7 +47,7 @@ from ray_operator.webhooks.tls import ServingCertificate
 
 if TYPE_CHECKING:
     # Annotations only: the app imports its components' factories, never the reverse at run time.
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)
