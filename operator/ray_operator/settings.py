@@ -101,7 +101,7 @@ class Settings:
     Serve proxy for its health check instead of the head Pod's IP."""
     serve_graph_allowed_hosts: tuple[str, ...] = ()
     """`[http://]host[:port]` entries a RayServeGraph may fetch its document from (lower case;
-    without a scheme: https only; port omitted: the scheme's default, see `servegraph.origins`);
+    without a scheme: https only; port omitted: the scheme's default, see `spec.fetch_origins`);
     empty: any host. When set, fetch failures say what happened (connection refused, timeout,
     ...); when empty they all read alike (no port scanner for tenants)."""
     serve_graph_allow_loopback: bool = False

@@ -245,7 +245,7 @@ async def test_unrelated_pods_do_not_change_the_operators_memory(
 
 
 def pod(name: str, *, owned: bool, padding: int = 0) -> dict[str, Any]:
-    # Pods are cached when labelled `ray.io/cluster` (runtime.kinds.POD_SELECTOR).
+    # Pods are cached when labelled `ray.io/cluster` (spec.kinds.POD_SELECTOR).
     labels = {"ray.io/cluster": "c"} if owned else {"purpose": "ballast"}
     return {
         "apiVersion": "v1",

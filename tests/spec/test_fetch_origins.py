@@ -1,4 +1,4 @@
-"""The origin lists of token Secrets and `--serve-graph-allowed-hosts` (`servegraph.origins`):
+"""The origin lists of token Secrets and `--serve-graph-allowed-hosts` (`spec.fetch_origins`):
 one entry, one origin; without a scheme, https only."""
 
 from __future__ import annotations
