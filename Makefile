@@ -1,12 +1,15 @@
 # The two commands of the README: `make run` and `make test`. Everything else is a step of theirs.
 #
-# The full suite runs on the Python the image ships (3.12, see Dockerfile); the other versions that
-# pyproject's requires-python admits get `make pythons`. Each is found on PATH or under pyenv
-# (.ci/find-python), or named: `make PYTHON=/path/to/python3.12`.
-IMAGE_PYTHON := 3.12
-OTHER_PYTHONS := 3.11 3.13
+# The full suite runs on 3.11; the other versions that pyproject's requires-python admits, the
+# image's 3.12 among them, get `make pythons`. Not yet the full suite on 3.12: looptime's virtual
+# clock comes unhooked there after an asyncio.run() in the session, and the local Ray nodes run
+# KubeRay samples' runtime envs on the suite's Python (pendulum 2.1.2 does not build on 3.12;
+# rayproject/ray:2.52.0 has 3.9). Each is found on PATH or under pyenv (.ci/find-python), or
+# named: `make PYTHON=/path/to/python3.11`.
+SUITE_PYTHON := 3.11
+OTHER_PYTHONS := 3.12 3.13
 ifndef PYTHON
-PYTHON := $(shell .ci/find-python $(IMAGE_PYTHON) 2>/dev/null)
+PYTHON := $(shell .ci/find-python $(SUITE_PYTHON) 2>/dev/null)
 endif
 VENV := .venv
 BIN := $(VENV)/bin
@@ -25,7 +28,7 @@ CONTAINER_TOOL ?= docker
 	generate lock bench conformance clean docker-build docker-push deploy undeploy version
 
 $(INSTALLED): pyproject.toml requirements/all.txt
-	@test -n "$(PYTHON)" || .ci/find-python $(IMAGE_PYTHON)
+	@test -n "$(PYTHON)" || .ci/find-python $(SUITE_PYTHON)
 	@echo "== creating the virtualenv in $(VENV) ($(PYTHON)) and installing ray-operator with every extra"
 	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/$(PIP_INSTALL_LOCKED) requirements/all.txt
