@@ -1,12 +1,19 @@
 # The two commands of the README: `make run` and `make test`. Everything else is a step of theirs.
 #
-# The full suite runs on the Python the image ships (3.12, see Dockerfile); the other versions that
-# pyproject's requires-python admits get `make pythons`. Each is found on PATH or under pyenv
+# The full suite runs on the image's Python (3.12); the other versions that pyproject's
+# requires-python admits get `make pythons`. Each is found on PATH or under pyenv
 # (.ci/find-python), or named: `make PYTHON=/path/to/python3.12`.
-IMAGE_PYTHON := 3.12
+SUITE_PYTHON := 3.12
 OTHER_PYTHONS := 3.11 3.13
+# Local Ray nodes (make run's, and the suite's) run a Python of their own, as a Ray Pod runs its
+# image's and not the operator's: KubeRay's samples install runtime envs that build there
+# (ray-job.sample.yaml's pendulum==2.1.2 builds for 3.11, not 3.12). Their `ray` is
+# RAY_NODES_RAY; set it to run another.
+RAY_NODES_PYTHON := 3.11
+RAY_NODES_VENV := .venv-ray-nodes
+RAY_NODES_RAY ?= $(CURDIR)/$(RAY_NODES_VENV)/bin/ray
 ifndef PYTHON
-PYTHON := $(shell .ci/find-python $(IMAGE_PYTHON) 2>/dev/null)
+PYTHON := $(shell .ci/find-python $(SUITE_PYTHON) 2>/dev/null)
 endif
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,11 +28,11 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' operator/ray_operat
 IMG ?= ray-operator:$(VERSION)
 CONTAINER_TOOL ?= docker
 
-.PHONY: run test lint typecheck pytest pythons binaries helm kubectl-ray dashboard-tools chart \
+.PHONY: run test lint typecheck pytest pythons ray-nodes binaries helm kubectl-ray dashboard-tools chart \
 	generate lock bench conformance clean docker-build docker-push deploy undeploy version
 
 $(INSTALLED): pyproject.toml requirements/all.txt
-	@test -n "$(PYTHON)" || .ci/find-python $(IMAGE_PYTHON)
+	@test -n "$(PYTHON)" || .ci/find-python $(SUITE_PYTHON)
 	@echo "== creating the virtualenv in $(VENV) ($(PYTHON)) and installing ray-operator with every extra"
 	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/$(PIP_INSTALL_LOCKED) requirements/all.txt
@@ -34,8 +41,15 @@ $(INSTALLED): pyproject.toml requirements/all.txt
 
 ## run: the operator against an embedded local control plane (or $$KUBECONFIG's cluster), with
 ## local Ray; flags of `ray-operator dev` in RUN_ARGS (e.g. RUN_ARGS=--no-local-ray)
-run: $(INSTALLED) binaries
-	$(BIN)/ray-operator dev $(RUN_ARGS)
+run: $(INSTALLED) ray-nodes binaries
+	RAY_OPERATOR_LOCAL_RAY_EXECUTABLE=$(RAY_NODES_RAY) $(BIN)/ray-operator dev $(RUN_ARGS)
+
+## ray-nodes: the virtualenv local Ray nodes run (RAY_NODES_PYTHON, Ray from the lock)
+ray-nodes: $(RAY_NODES_VENV)/.installed-stamp
+$(RAY_NODES_VENV)/.installed-stamp: requirements/ray-nodes.txt
+	python=$$(.ci/find-python $(RAY_NODES_PYTHON)) && $$python -m venv --clear $(RAY_NODES_VENV)
+	$(RAY_NODES_VENV)/bin/$(PIP_INSTALL_LOCKED) requirements/ray-nodes.txt
+	@touch $@
 
 ## test: lint, type-check, the other Pythons' reduced set, then the whole test suite against a
 ## real kube-apiserver
@@ -101,18 +115,19 @@ chart: helm
 	$$($(BIN)/python -m ray_operator.localcluster.binaries helm) lint --strict charts/ray-operator
 	$$($(BIN)/python -m ray_operator.localcluster.binaries helm) package charts/ray-operator -d dist
 
-pytest: $(INSTALLED)
-	$(BIN)/pytest -v --durations=10
+pytest: $(INSTALLED) ray-nodes
+	RAY_OPERATOR_LOCAL_RAY_EXECUTABLE=$(RAY_NODES_RAY) $(BIN)/pytest -v --durations=10
 
 ## lock: after a change to the dependencies in pyproject.toml: update uv.lock (one resolution for
 ## every Python requires-python admits; the versions already locked are kept unless
 ## LOCK_ARGS=--upgrade or --upgrade-package NAME) and export requirements/ from it: runtime.txt
-## (the image), pure.txt (`make pythons`), all.txt (the virtualenv)
+## (the image), pure.txt (`make pythons`), all.txt (the virtualenv), ray-nodes.txt (local Ray nodes)
 lock: $(INSTALLED)
 	$(BIN)/uv lock $(LOCK_ARGS)
 	$(call export_locked,runtime)
 	$(call export_locked,pure,--extra test)
 	$(call export_locked,all,--all-extras)
+	$(call export_locked,ray-nodes,--extra test-ray)
 
 # requirements/$(1).txt exported from uv.lock (with the extras $(2)); a file that comes out the same
 # keeps its date, since the virtualenvs are rebuilt when theirs is newer
@@ -154,4 +169,4 @@ undeploy:
 	kubectl delete -k config/default --ignore-not-found
 
 clean:
-	rm -rf $(VENV) $(addprefix .venv-py,$(OTHER_PYTHONS)) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist
+	rm -rf $(VENV) $(RAY_NODES_VENV) $(addprefix .venv-py,$(OTHER_PYTHONS)) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist

@@ -14,6 +14,7 @@ Two planes, each started once per run when first asked for:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import shutil
@@ -39,6 +40,18 @@ def pytest_report_header() -> str:
         f"control plane: kube-apiserver {KUBERNETES_VERSION} (real, on 127.0.0.1), "
         "kube-controller-manager (not for tests/controllers: they prove cleanup without GC), KWOK"
     )
+
+
+@pytest.fixture(autouse=True)
+async def the_session_loop_is_the_current_loop() -> None:
+    """Makes the session's loop current again before each test.
+
+    asyncio.run() (or uvloop.run()) in the main thread, as a few tests and the benchmark CLI
+    do, leaves no current loop behind. looptime finds the test's loop as the current one; on
+    Python 3.12 it then finds none, and every later test sleeps in real time: a 60 s requeue
+    became 60 real seconds. (tests/runtime/test_queue.py holds the canary.)
+    """
+    asyncio.set_event_loop(asyncio.get_running_loop())
 
 
 @contextlib.contextmanager

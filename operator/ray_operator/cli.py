@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from ray_operator.settings import add_run_arguments
+    from ray_operator.settings import add_run_arguments, env_default
     from ray_operator.webhooks import add_webhook_arguments
 
     parser = argparse.ArgumentParser(
@@ -99,6 +99,15 @@ def _build_parser() -> argparse.ArgumentParser:
         default=10,
         help="local Ray nodes (heads and workers) at once, 0.3-0.6 GiB per worker "
         "(default: %(default)s)",
+    )
+    dev.add_argument(
+        "--local-ray-executable",
+        type=_executable_file,
+        default=env_default("local-ray-executable", str, None),
+        metavar="PATH",
+        help="the `ray` local Ray nodes run; its directory's `python` runs their entrypoints and "
+        "runtime environments, as a Ray image's Python does in a cluster (default: the `ray` "
+        "beside this Python; env RAY_OPERATOR_LOCAL_RAY_EXECUTABLE)",
     )
     dev.set_defaults(handler=_dev)
 
@@ -148,6 +157,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _executable_file(text: str) -> Path:
+    path = Path(text).expanduser().absolute()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an executable file")
+    return path
 
 
 def _run(
@@ -332,7 +348,7 @@ def _local_ray_options(
     args: argparse.Namespace, control_plane: LocalControlPlane | None
 ) -> LocalRayOptions | None:
     from ray_operator.localcluster.controlplane import FAKE_NODE_NAME
-    from ray_operator.localray.agent import LocalRayOptions
+    from ray_operator.localray.agent import LocalRayOptions, ray_beside_this_python
     from ray_operator.localray.plan import KubeAccess
     from ray_operator.localray.scope import external_cluster_warning
     from ray_operator.settings import settings_from_args
@@ -375,6 +391,7 @@ def _local_ray_options(
         max_clusters=args.local_ray_max_clusters,
         max_nodes=args.local_ray_max_nodes,
         kube_access=access,
+        ray_executable=str(args.local_ray_executable or ray_beside_this_python()),
     )
 
 

@@ -4,8 +4,9 @@
   the lock matches pyproject.toml, and each requirements/*.txt is exactly what its own header
   command exports from the lock; the image installs requirements/runtime.txt with hashes and the
   project's wheel without dependencies of its own.
-- The Pythons: requires-python admits exactly those CI runs (the image's for the full suite, the
-  Makefile's OTHER_PYTHONS for `make pythons`), and the classifiers name the same.
+- The Pythons: requires-python admits exactly those CI runs (the Makefile's SUITE_PYTHON for the
+  full suite, its OTHER_PYTHONS, the image's among them, for `make pythons`), and the classifiers
+  name the same.
 - The version has one place (ray_operator.__version__): the wheel, `ray-operator --version`,
   /metrics' build info, the image label and tag, the chart's appVersion and the kustomize tag.
 - The wheel carries the Apache-2.0 text, the classifiers and the project URLs.
@@ -64,7 +65,7 @@ def makefile_variable(name: str) -> str:
 
 
 def pythons_ci_runs() -> list[str]:
-    return [makefile_variable("IMAGE_PYTHON"), *makefile_variable("OTHER_PYTHONS").split()]
+    return [makefile_variable("SUITE_PYTHON"), *makefile_variable("OTHER_PYTHONS").split()]
 
 
 def test_the_lock_matches_pyproject() -> None:
@@ -135,9 +136,10 @@ def test_requires_python_admits_exactly_the_pythons_ci_runs_and_the_classifiers_
     assert sorted(classified, key=Version) == sorted(pythons_ci_runs(), key=Version)
 
 
-def test_the_image_ships_the_python_the_full_suite_runs_on() -> None:
+def test_the_full_suite_runs_on_the_python_the_image_ships() -> None:
     (default,) = [a for k, a in instructions() if k == "ARG" and a.startswith("PYTHON_IMAGE=")]
-    assert default.startswith(f"PYTHON_IMAGE=python:{makefile_variable('IMAGE_PYTHON')}.")
+    image_python = default.removeprefix("PYTHON_IMAGE=python:").split("-")[0]
+    assert ".".join(image_python.split(".")[:2]) == makefile_variable("SUITE_PYTHON")
 
 
 def test_the_version_has_one_place() -> None:

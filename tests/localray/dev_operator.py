@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray_operator.localray.agent import ray_beside_this_python
 
 from tests.conftest import Kubectl
 from tests.runtime.processes import REPO_ROOT, free_port, wait_until
@@ -94,6 +95,18 @@ class DevOperator:
     def recorded_process_groups(self) -> dict[str, Any]:
         path = self.directory / "local-ray" / "processes.json"
         return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def ray_nodes_ray() -> Path:
+    """The `ray` local Ray nodes run: as make test sets it (a Python of their own, as a Ray
+    image has), else the operator's."""
+    return Path(os.environ.get("RAY_OPERATOR_LOCAL_RAY_EXECUTABLE") or ray_beside_this_python())
+
+
+def ray_nodes_python() -> Path:
+    """The Python of the local Ray nodes: a driver joining their cluster must be the same one
+    (Ray refuses a driver of another Python version)."""
+    return ray_nodes_ray().parent / "python"
 
 
 def _environment(kubeconfig: Path | None) -> dict[str, str]:

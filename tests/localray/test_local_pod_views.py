@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from tests.localray.dev_operator import (
     events_of,
     namespace_for,
     processes_on,
+    ray_nodes_python,
     running_dev,
 )
 from tests.runtime.processes import wait_until
@@ -244,7 +244,7 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
         "import ray; ray.init(address=open('/tmp/ray/ray_current_cluster').read().strip()); "
         "print(ray.cluster_resources()['CPU'])"
     )
-    joined = in_pod(pid, f'{sys.executable} -c "{driver}"')
+    joined = in_pod(pid, f'{ray_nodes_python()} -c "{driver}"')
     assert joined.stdout.splitlines()[-1:] == ["1.0"], joined.stderr[-2000:]
 
     for read_only in ("/etc/redis-auth/new", f"{home}/data/new", f"{home}/podinfo/new"):

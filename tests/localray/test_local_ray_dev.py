@@ -33,6 +33,7 @@ from tests.localray.dev_operator import (
     head_pod,
     local_head_addresses,
     processes_on,
+    ray_nodes_ray,
 )
 from tests.runtime.processes import wait_until
 
@@ -133,7 +134,7 @@ def delete_and_expect_freed(
         assert probe.connect_ex((head.address, port)) != 0, f"{head.dashboard} still answers"
 
 
-def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
+def test_an_http_mode_ray_job_succeeds_on_the_ray_nodes_python_and_its_deletion_frees_its_processes(
     kubectl: Kubectl, namespace: str
 ) -> None:
     apply(
@@ -146,7 +147,9 @@ def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
         spec:
           submissionMode: HTTPMode
           entrypoint: >-
-            python -c "import ray; ray.init(); print('cpus', ray.cluster_resources()['CPU'])"
+            python -c "import os, sys, ray; ray.init();
+            print('cpus', ray.cluster_resources()['CPU']);
+            print('python', os.path.realpath(sys.prefix))"
           rayClusterSpec:
             headGroupSpec:
               rayStartParams: {num-cpus: "1"}
@@ -168,6 +171,9 @@ def test_an_http_mode_ray_job_succeeds_and_its_deletion_frees_its_processes(
     job_id = field(kubectl, namespace, "rayjob/http-job", "{.status.jobId}")
     logs = get_text(f"{head.dashboard}/api/jobs/{job_id}/logs")
     assert "cpus 2.0" in logs
+    # The `ray` the nodes run (as make test sets it: a Python a Ray image ships) also runs the
+    # entrypoint, not the operator's own Python.
+    assert f"python {ray_nodes_ray().parent.parent.resolve()}" in logs
 
     delete_and_expect_freed(kubectl, namespace, "rayjob/http-job", head)
 

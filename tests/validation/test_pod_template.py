@@ -4,7 +4,6 @@ with the API server's wording and the full field path."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from ray_operator.validation.rayjob import validate_rayjob
 from ray_operator.validation.rayservice import validate_rayservice
 
 from tests.builders.clusters import ray_container, raycluster
+from tests.cpu_time import cpu_time
 
 HEAD = "spec.headGroupSpec.template.spec"
 WORKER = "spec.workerGroupSpecs[0].template.spec"
@@ -114,9 +114,9 @@ def test_port_names_follow_iana_svc_name(name: str, detail: str) -> None:
 def test_a_quantity_out_of_range_is_refused_with_its_path_and_problem() -> None:
     cluster = raycluster()
     _head(cluster)["resources"]["limits"]["cpu"] = "1e10000000"
-    started = time.thread_time()
-    messages = [str(e) for e in validate_raycluster(cluster)]
-    assert time.thread_time() - started < 0.05  # was seconds: a ten-million-digit number
+    with cpu_time() as spent:
+        messages = [str(e) for e in validate_raycluster(cluster)]
+    assert spent.seconds < 0.05  # was seconds: a ten-million-digit number
     assert messages == [
         f'{HEAD}.containers[0].resources.limits[cpu]: Invalid value: "1e10000000": out of range: '
         "a quantity may be at most 9223372036854775807 (2^63-1), the largest Kubernetes holds"

@@ -187,11 +187,7 @@ def ensure_go_program(
     if not _is_executable(target):
         print(f"[binaries] {name}: building from {source} (once per version)", file=progress)
         started = time.monotonic()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(name + ".partial")
-        command = ["build", "-v", *GO_BUILD_FLAGS, "-ldflags", "-s -w", "-o", str(partial), "."]
-        _run_go_with_progress(command, cwd=source, label=name, progress=progress)
-        partial.replace(target)
+        _go_build(source, package=".", module="", target=target, ldflags="-s -w", progress=progress)
         took = time.monotonic() - started
         print(f"[binaries] {name}: built in {took:.0f}s -> {target}", file=progress)
     return target

@@ -127,6 +127,11 @@ MAX_RESTART_BACKOFF = 300.0
 """The longest wait before a Ray node that keeps ending starts again (a kubelet's 5 minutes)."""
 
 
+def ray_beside_this_python() -> str:
+    """`ray` of the operator's own environment."""
+    return str(Path(sys.executable).parent / "ray")
+
+
 @dataclass(frozen=True, slots=True)
 class LocalRayOptions:
     """How the agent runs (flags of `ray-operator dev`)."""
@@ -142,8 +147,9 @@ class LocalRayOptions:
     poll_interval: float = 1.0
     kube_access: KubeAccess | None = None
     """How Ray's autoscaler reaches the API server; None: autoscaling heads run without it."""
-    ray_executable: str = field(default_factory=lambda: str(Path(sys.executable).parent / "ray"))
-    """`ray` of the operator's own environment: entrypoints run with its Python."""
+    ray_executable: str = field(default_factory=ray_beside_this_python)
+    """The `ray` Ray nodes run; entrypoints and runtime environments run with the `python` of
+    its directory, as with a Ray image's Python in a cluster."""
     restart_backoff: float = 10.0
     """Seconds before a Ray node that ended starts again, doubling per restart up to
     `MAX_RESTART_BACKOFF`: a kubelet's container restart backoff."""
