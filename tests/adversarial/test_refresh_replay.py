@@ -152,7 +152,7 @@ def recording_fetch_times(world: Scene) -> Iterator[None]:
 
 
 # Signed here from the documented bytes, not with the operator's helpers: the wire format is the
-# contract (README, `servegraph/signatures.py`).
+# contract (docs/features/rayservegraph.md, `servegraph/signatures.py`).
 
 
 def sign_refresh(secret: bytes, *, namespace: str, name: str, at: int, body: bytes = b"") -> str:

@@ -1,6 +1,6 @@
 """Specification: the config/ overlays build with plain `kubectl kustomize`, the kube-apiserver
-accepts what they make, and what they make is the secure, highly available install the README
-promises."""
+accepts what they make, and what they make is the secure, highly available install
+docs/install.md promises."""
 
 from __future__ import annotations
 
