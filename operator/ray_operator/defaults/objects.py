@@ -13,12 +13,12 @@ DEFAULT_UPGRADE_TYPE = "NewCluster"
 
 
 def default_raycluster(cluster: ClusterLike) -> JSON:
-    """A defaulted copy of a RayCluster: nothing beyond the schema's defaults (see the README)."""
+    """A defaulted copy of a RayCluster: nothing beyond the schema's defaults (docs/webhooks.md)."""
     return as_manifest(cluster)
 
 
 def default_rayjob(rayjob: ClusterLike) -> JSON:
-    """A defaulted copy of a RayJob: nothing beyond the schema's defaults (see the README)."""
+    """A defaulted copy of a RayJob: nothing beyond the schema's defaults (docs/webhooks.md)."""
     return as_manifest(rayjob)
 
 
