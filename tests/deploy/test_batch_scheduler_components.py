@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -24,7 +25,6 @@ from tests.deploy.manifests import (
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
 SCHEDULERS = ("volcano", "yunikorn", "scheduler-plugins", "kai-scheduler")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -20,7 +21,6 @@ from tests.deploy.manifests import (
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 LEGACY_CRD = "rayclusters.cluster.ray.io"
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)

@@ -11,6 +11,7 @@ import pytest
 from ray_operator.features import RAY_CLUSTER_NETWORK_POLICY
 
 from tests.conftest import Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -23,7 +24,6 @@ from tests.deploy.manifests import (
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 NETWORK_POLICIES = "networkpolicies.networking.k8s.io"
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
