@@ -33,7 +33,7 @@ from tests.robustness.conftest import StartOperator
 from tests.robustness.observe import OperatorUnderTest
 from tests.servegraph.artifact_server import ArtifactServer
 from tests.servegraph.graphs import document, pipeline_graph
-from tests.servegraph.test_events import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
+from tests.servegraph.refresh_hooks import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
 from tests.webhooks.server import free_port
 
 REFRESH_SIGNATURE_HEADER = "Ray-Operator-Signature"

@@ -36,8 +36,8 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayjob import jobs_with_id, status_of, wait_for_state
-from tests.controllers.test_rayjob_sidecar_mode import submitter_exits
+from tests.controllers.rayjobs import jobs_with_id, status_of, wait_for_state
+from tests.controllers.sidecar_submitter import submitter_exits
 
 __all__ = ["auth_secret", "counting_dashboard", "dashboard", "ray_head", "start_operator"]
 

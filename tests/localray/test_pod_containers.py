@@ -24,9 +24,6 @@ from tests.localray.agents import (
     running_head_pod,
     sync_until,
 )
-from tests.localray.test_agent_scope import observed_client
-
-__all__ = ["observed_client"]  # the fixture: a client of the session's real API server
 
 PROGRAMS = Path(__file__).parent / "programs"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ray_operator.app import watched_kinds
 from ray_operator.spec.kinds import NETWORK_POLICY, watch_selectors
 
-from tests.runtime.test_feature_gates import parse
+from tests.runtime.run_flags import parse
 
 
 def test_network_policies_are_watched_only_with_the_gate_on() -> None:
