@@ -35,12 +35,17 @@ from ray_operator.builders.redis_cleanup import (
     is_redis_cleanup_job,
     job_outcome,
     needs_redis_cleanup,
-    redis_cleanup_job_name,
 )
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
-from ray_operator.controllers.owned_objects import Batch, OwnedObjects, owned_by, terminating
+from ray_operator.controllers.owned_objects import (
+    Batch,
+    OwnedObjects,
+    Wording,
+    owned_by,
+    terminating,
+)
 from ray_operator.runtime.controller import Result
-from ray_operator.runtime.errors import AlreadyExists, ApiError, NamespaceTerminating, NotFound
+from ray_operator.runtime.errors import NamespaceTerminating, NotFound
 from ray_operator.spec.kinds import JOB, PERSISTENT_VOLUME_CLAIM, POD, RAY_CLUSTER, ObjectKey
 from ray_operator.spec.raycluster import is_gcs_ft_embedded, is_gcs_ft_enabled, spec
 
@@ -63,6 +68,12 @@ ENABLE_REDIS_CLEANUP_ENV = "ENABLE_GCS_FT_REDIS_CLEANUP"
 """KubeRay's switch: "false" adds no finalizer and runs no cleanup Job (Redis cleaned by hand)."""
 # While a head Pod terminates (KubeRay waits 10 s too); its delete event usually comes first.
 HEAD_TERMINATION_RECHECK_S = 10.0
+
+
+GCS_STORAGE_PVC = Wording(noun="GCS storage PVC", reason="PVC", error_separator=", ")
+REDIS_CLEANUP_JOB = Wording(
+    noun="Redis cleanup Job", reason="RedisCleanupJob", error_separator=", "
+)
 
 
 class GcsFaultTolerance:
@@ -141,34 +152,18 @@ class GcsFaultTolerance:
         self, key: ObjectKey, cluster: RayCluster, pvc: Object
     ) -> Object | None:
         """Create the PVC (None), or read the one that already has its name (to adopt it)."""
-        name = f"{key.namespace}/{pvc['metadata']['name']}"
+        if await self._objects.create(
+            key, cluster, PERSISTENT_VOLUME_CLAIM, pvc, wording=GCS_STORAGE_PVC
+        ):
+            return None
         try:
-            created = await self._client.create(
-                PERSISTENT_VOLUME_CLAIM, pvc, namespace=key.namespace
+            return await self._client.get(
+                PERSISTENT_VOLUME_CLAIM, pvc["metadata"]["name"], namespace=key.namespace
             )
-        except AlreadyExists:
-            try:
-                return await self._client.get(
-                    PERSISTENT_VOLUME_CLAIM, pvc["metadata"]["name"], namespace=key.namespace
-                )
-            except NotFound:
-                # An earlier incarnation's, deleted meanwhile (we may have just deleted it):
-                # its delete event brings us back to create ours.
-                return None
-        except ApiError as error:
-            await self._events.record(
-                cluster,
-                reason="FailedToCreatePVC",
-                type="Warning",
-                message=f"Failed to create GCS storage PVC {name}, {error}",
-            )
-            raise
-        self._objects.expectations[PERSISTENT_VOLUME_CLAIM].created(key, created)
-        logger.info("%s: created GCS storage PVC %s", key, name)
-        await self._events.record(
-            cluster, reason="CreatedPVC", message=f"Created GCS storage PVC {name}"
-        )
-        return None
+        except NotFound:
+            # An earlier incarnation's, deleted meanwhile (we may have just deleted it):
+            # its delete event brings us back to create ours.
+            return None
 
     async def adopt_gcs_storage_pvc(self, key: ObjectKey, cluster: RayCluster, pvc: Object) -> None:
         """Align the PVC's controller reference with `deletionPolicy` (one patch, or none)."""
@@ -296,26 +291,8 @@ class GcsFaultTolerance:
         """Create `<cluster>-redis-cleanup` (Events as KubeRay's: CreatedRedisCleanupJob, or
         FailedToCreateRedisCleanupJob and a retry with backoff)."""
         job = build_redis_cleanup_job(cluster, options=self._pod_options)
-        name = f"{key.namespace}/{redis_cleanup_job_name(cluster)}"
-        try:
-            created = await self._client.create(JOB, job, namespace=key.namespace)
-        except AlreadyExists:
-            return  # Not cached yet (or not labelled as ours to find): looked at again soon.
-        except NamespaceTerminating:
-            raise  # No Event: nothing new, Events included, may be written there any more.
-        except ApiError as error:
-            await self._events.record(
-                cluster,
-                reason="FailedToCreateRedisCleanupJob",
-                type="Warning",
-                message=f"Failed to create Redis cleanup Job {name}, {error}",
-            )
-            raise
-        self._objects.expectations[JOB].created(key, created)
-        logger.info("%s: created Redis cleanup Job %s", key, name)
-        await self._events.record(
-            cluster, reason="CreatedRedisCleanupJob", message=f"Created Redis cleanup Job {name}"
-        )
+        # A 409: not cached yet (or not labelled as ours to find): looked at again soon.
+        await self._objects.create(key, cluster, JOB, job, wording=REDIS_CLEANUP_JOB)
 
     async def give_up_redis_cleanup_in_terminating_namespace(
         self, key: ObjectKey, cluster: RayCluster

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ray_operator.controllers.expectations import Expectations
-from ray_operator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+from ray_operator.runtime.errors import (
+    AlreadyExists,
+    ApiError,
+    Conflict,
+    NamespaceTerminating,
+    NotFound,
+)
 from ray_operator.spec.kinds import (
     AUTOSCALER_RBAC_KINDS,
     CERT_MANAGER_KINDS,
@@ -105,6 +111,18 @@ class Batch:
 
     def spend(self, count: int) -> None:
         self.room -= count
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How the Events of a create name the object: its kind, unless KubeRay words it otherwise
+    (`CreatedPVC`, "Created GCS storage PVC ns/name"; "Failed to create ..., <error>")."""
+
+    noun: str
+    """In messages: "Service", "GCS storage PVC"."""
+    reason: str
+    """In reasons, after `Created` and `FailedToCreate`: "Service", "PVC"."""
+    error_separator: str = ": "
 
 
 class OwnedObjects:
@@ -237,31 +255,48 @@ class OwnedObjects:
         A 409 means ours not cached yet (or no longer cached: a label we watch by was removed),
         or someone else's: only its ownerReferences tell, so it is read from the API.
         """
+        if await self.create(key, cluster, kind, desired):
+            return None
         name = desired["metadata"]["name"]
+        try:
+            return await self._client.get(kind, name, namespace=key.namespace)
+        except NotFound as error:
+            # Deleted between our create and read: retried (with backoff) from the top.
+            raise ReplicaFailureError(f"{key}: {kind.kind} {name} came and went") from error
+
+    async def create(
+        self,
+        key: ObjectKey,
+        cluster: RayCluster,
+        kind: Kind[Any],
+        desired: Object,
+        *,
+        wording: Wording | None = None,
+    ) -> bool:
+        """Create `desired`, expected and told in a Normal Event; False when its name is taken
+        (409). Any other refusal is told in a Warning Event and raised (the queue retries)."""
+        wording = wording or Wording(noun=kind.kind, reason=kind.kind)
+        name = f"{key.namespace}/{desired['metadata']['name']}"
         try:
             created = await self._client.create(kind, desired, namespace=key.namespace)
         except AlreadyExists:
-            try:
-                return await self._client.get(kind, name, namespace=key.namespace)
-            except NotFound as error:
-                # Deleted between our create and read: retried (with backoff) from the top.
-                raise ReplicaFailureError(f"{key}: {kind.kind} {name} came and went") from error
+            return False
+        except NamespaceTerminating:
+            raise  # No Event: nothing new, Events included, may be written there any more.
         except ApiError as error:
             await self._events.record(
                 cluster,
-                reason=f"FailedToCreate{kind.kind}",
+                reason=f"FailedToCreate{wording.reason}",
                 type="Warning",
-                message=f"Failed to create {kind.kind} {key.namespace}/{name}: {error}",
+                message=f"Failed to create {wording.noun} {name}{wording.error_separator}{error}",
             )
             raise
         self.expectations[kind].created(key, created)
-        logger.info("%s: created %s %s", key, kind.kind, name)
+        logger.info("%s: created %s %s", key, wording.noun, name)
         await self._events.record(
-            cluster,
-            reason=f"Created{kind.kind}",
-            message=f"Created {kind.kind} {key.namespace}/{name}",
+            cluster, reason=f"Created{wording.reason}", message=f"Created {wording.noun} {name}"
         )
-        return None
+        return True
 
     async def repair_drift(
         self, key: ObjectKey, cluster: RayCluster, kind: Kind, desired: Object, existing: Object
