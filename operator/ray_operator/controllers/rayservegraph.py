@@ -67,6 +67,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import (
@@ -787,20 +788,8 @@ class RayServeGraphController:
     async def write_status(self, rsg: Object, old: JSON, new: JSON) -> None:
         if not rules.status_changed(old, new):
             return
-        patch = {**{key: None for key in old if key not in new}, **new}
-        try:
-            await self._client.patch_status(
-                RAY_SERVE_GRAPH,
-                rsg["metadata"]["name"],
-                # Decided on this resourceVersion: a stale cache fails with Conflict, retried.
-                {
-                    "metadata": {"resourceVersion": rsg["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=rsg["metadata"]["namespace"],
-            )
-        except NotFound:
-            return
+        # A Conflict (a stale cache) is retried from fresh data.
+        await status_writer.write_status(self._client, RAY_SERVE_GRAPH, rsg, old, new)
 
     def next_look(
         self, rsg: Object, memory: GraphMemory, stored: Object, *, conflict: bool
