@@ -45,7 +45,7 @@ REFRESH_FLOOR_SECONDS = 5.0
 TOKEN = "registry-token-value"
 DOCUMENT = "/graph.pb"
 PERMANENT_BACKOFF_SECONDS = 10.0
-"""A 404 is retried after 10 s, then 20 s (`controllers.rayservegraph.retry_delay`)."""
+"""A 404 is retried after 10 s, then 20 s (`controllers.serve_graph_fetch.retry_delay`)."""
 API = "/apis/ray-operator.io/v1alpha1"
 
 

@@ -108,14 +108,27 @@ async def test_a_dead_worker_fails_one_review_and_the_next_is_answered() -> None
         workers.stop()
 
 
-def test_the_webhook_component_validates_with_the_operators_pods_per_cluster_bound() -> None:
+def component_context(settings: Settings) -> Any:
+    """What `app.run` hands a component factory, without a client (these build, never call)."""
     context = cast(Any, type("Context", (), {}))()
     context.client = cast(Any, None)
     context.store = Store()
     context.metrics = Metrics()
-    context.settings = Settings(identity="test", max_pods_per_cluster=7)
+    context.settings = settings
+    return context
+
+
+def test_the_webhook_component_validates_with_the_operators_pods_per_cluster_bound() -> None:
+    context = component_context(Settings(identity="test", max_pods_per_cluster=7))
     webhooks = webhook_component(WebhookOptions())(context)
     assert webhooks.limits == ClusterLimits(max_pods_per_cluster=7)
+
+
+def test_the_webhook_component_holds_specs_to_the_limits_the_operator_built_once() -> None:
+    context = component_context(Settings(identity="test", max_pods_per_cluster=7))
+    limits = ClusterLimits(max_pods_per_cluster=3)
+    webhooks = webhook_component(WebhookOptions(), limits=limits)(context)
+    assert webhooks.limits is limits
 
 
 def post(port: int, path: str, body: bytes) -> dict[str, Any]:

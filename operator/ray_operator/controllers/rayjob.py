@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.batch_scheduling import REFUSED_REASON, BatchScheduling
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
@@ -644,27 +645,11 @@ class RayJobController:
     async def write_status(self, rayjob: RayJob, old: JSON, new: JSON) -> None:
         if not rules.status_changed(old, new):
             return
-        patch = {**{key: None for key in old if key not in new}, **new}
-        try:
-            await self._client.patch_status(
-                RAY_JOB,
-                rayjob["metadata"]["name"],
-                {
-                    # The resourceVersion we decided on: a write based on a stale cache (say,
-                    # one that would choose a second submission id or pending cluster name)
-                    # fails with Conflict and is retried from fresh data.
-                    "metadata": {"resourceVersion": rayjob["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=rayjob["metadata"]["namespace"],
-            )
-        except NotFound:
+        # A Conflict (a stale cache: say, one that would choose a second submission id or
+        # pending cluster name) is retried from fresh data.
+        if not await status_writer.write_status(self._client, RAY_JOB, rayjob, old, new):
             return
-        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
-        if told is not None:
-            await self._events.record(
-                rayjob, reason=told.reason, message=told.message, type=told.type
-            )
+        await status_writer.record_pods_waiting_news(self._events, rayjob, old, new)
         if rules.state(old) != rules.state(new):
             logger.info(
                 "jobDeploymentStatus %s -> %s", rules.state(old) or "New", rules.state(new) or "New"

@@ -47,6 +47,7 @@ from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.controllers import incremental_upgrade as incremental
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
@@ -87,6 +88,9 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
+SERVICE_STATUS_ENTRIES = ("activeServiceStatus", "pendingServiceStatus")
+"""Objects inside the status that a merge patch would merge: what vanished inside them is named
+too."""
 
 
 class RayServiceController:
@@ -656,31 +660,13 @@ class RayServiceController:
         if not rules.status_changed(old, new):
             return
         new["lastUpdateTime"] = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        patch = {**{key: None for key in old if key not in new}, **new}
-        for entry in ("activeServiceStatus", "pendingServiceStatus"):
-            # A merge patch merges nested objects: name what vanished inside them too.
-            old_entry, new_entry = old.get(entry) or {}, new.get(entry) or {}
-            patch[entry] = {**{k: None for k in old_entry if k not in new_entry}, **new_entry}
-        try:
-            await self._client.patch_status(
-                RAY_SERVICE,
-                rayservice["metadata"]["name"],
-                {
-                    # The resourceVersion we decided on: a write based on a stale cache (say,
-                    # one that would choose a second submission id or pending cluster name)
-                    # fails with Conflict and is retried from fresh data.
-                    "metadata": {"resourceVersion": rayservice["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=rayservice["metadata"]["namespace"],
-            )
-        except NotFound:
-            return
-        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
-        if told is not None:
-            await self._events.record(
-                rayservice, reason=told.reason, message=told.message, type=told.type
-            )
+        # A Conflict (a stale cache: say, one that would choose a second pending cluster name)
+        # is retried from fresh data.
+        written = await status_writer.write_status(
+            self._client, RAY_SERVICE, rayservice, old, new, nested=SERVICE_STATUS_ENTRIES
+        )
+        if written:
+            await status_writer.record_pods_waiting_news(self._events, rayservice, old, new)
 
     # --- helpers -------------------------------------------------------------------------------
 
