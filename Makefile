@@ -29,7 +29,7 @@ IMG ?= ray-operator:$(VERSION)
 CONTAINER_TOOL ?= docker
 
 .PHONY: run test lint typecheck pytest pythons ray-nodes binaries helm kubectl-ray dashboard-tools chart \
-	generate lock bench conformance clean docker-build docker-push deploy undeploy version
+	generate lock bench conformance docs flags-reference clean docker-build docker-push deploy undeploy version
 
 $(INSTALLED): pyproject.toml requirements/all.txt
 	@test -n "$(PYTHON)" || .ci/find-python $(SUITE_PYTHON)
@@ -51,9 +51,9 @@ $(RAY_NODES_VENV)/.installed-stamp: requirements/ray-nodes.txt
 	$(RAY_NODES_VENV)/bin/$(PIP_INSTALL_LOCKED) requirements/ray-nodes.txt
 	@touch $@
 
-## test: lint, type-check, the other Pythons' reduced set, then the whole test suite against a
-## real kube-apiserver
-test: lint typecheck pythons binaries helm kubectl-ray dashboard-tools pytest
+## test: lint, type-check, the other Pythons' reduced set, the docs site, then the whole test suite
+## against a real kube-apiserver
+test: lint typecheck pythons docs binaries helm kubectl-ray dashboard-tools pytest
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check operator tests
@@ -65,9 +65,9 @@ typecheck: $(INSTALLED)
 
 ## pythons: on each of OTHER_PYTHONS, in a virtualenv of its own (.venv-pyX.Y) with the locked
 ## runtime and test dependencies but no Ray: every module imported, and the tests of the pure
-## layers (pyproject's first import-linter contract) that need no Ray; and mypy for that version
+## layers (pyproject's "Pure layers" import-linter contract) that need no Ray; and mypy for that version
 ## (--python-version: that Python's standard library; run from $(VENV), which has Ray's types)
-PURE_LAYER_TESTS := tests/builders tests/status tests/validation tests/cron tests/bounded_yaml \
+PURE_LAYER_TESTS := tests/spec tests/builders tests/status tests/validation tests/cron tests/bounded_yaml \
 	tests/bounded_json tests/legacy tests/localray/test_plan.py tests/localray/test_redis_plan.py \
 	tests/localray/test_volumes.py tests/runtime/test_feature_gates.py
 pythons: $(addprefix python-,$(OTHER_PYTHONS))
@@ -135,6 +135,16 @@ export_locked = $(BIN)/uv export --frozen --quiet --no-emit-project --format req
 	>requirements/$(1).txt.new && if cmp -s requirements/$(1).txt.new requirements/$(1).txt; \
 	then rm requirements/$(1).txt.new; else mv requirements/$(1).txt.new requirements/$(1).txt; fi
 
+## docs: build the docs site (docs/, mkdocs.yml) into .site/, strictly: a broken link or anchor, or a
+## page missing from the nav, fails
+docs: $(INSTALLED)
+	$(BIN)/mkdocs build --strict --site-dir .site
+
+## flags-reference: rewrite docs/reference/flags.md from the operator's argparse parsers (after
+## adding or changing a flag; tests/deploy/test_docs.py fails while the page is stale)
+flags-reference: $(INSTALLED)
+	$(BIN)/python -m tests.flags_reference
+
 ## version: print the version (ray_operator/__init__.py)
 version:
 	@echo $(VERSION)
@@ -169,4 +179,4 @@ undeploy:
 	kubectl delete -k config/default --ignore-not-found
 
 clean:
-	rm -rf $(VENV) $(RAY_NODES_VENV) $(addprefix .venv-py,$(OTHER_PYTHONS)) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance dist
+	rm -rf $(VENV) $(RAY_NODES_VENV) $(addprefix .venv-py,$(OTHER_PYTHONS)) .mypy_cache .ruff_cache .pytest_cache .local-cluster .conformance .site dist

@@ -5,8 +5,8 @@
 exit code. Controllers come in as factories (`ControllerContext -> Controller`), so the
 RayCluster/RayJob/RayService controllers plug in from the outside and the runtime runs (and is
 tested) with none. Components are whatever else every replica runs beside them — the admission
-webhooks: a factory (`ComponentContext -> Component`) whose `run()` becomes one more root task,
-named after the component's class (`Webhooks` → `webhooks`).
+webhooks: a factory (`ComponentContext -> Component`, both in `components`) whose `run()` becomes
+one more root task, named after the component's class (`Webhooks` → `webhooks`).
 
 All root tasks are named and started in `Operator.run`, in one place:
 
@@ -30,13 +30,13 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Coroutine, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import uvloop
 
+from ray_operator.components import ComponentContext, ComponentFactory
 from ray_operator.features import RAY_CLUSTER_MTLS, RAY_CLUSTER_NETWORK_POLICY
 from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
 from ray_operator.logs import configure_logging
@@ -46,7 +46,14 @@ from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import (
+from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
+from ray_operator.runtime.queue import WorkQueue
+from ray_operator.runtime.store import Store
+from ray_operator.runtime.watcher import Watcher
+from ray_operator.runtime.workers import Workers
+from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
+from ray_operator.settings import Settings, metrics_need_authentication
+from ray_operator.spec.kinds import (
     CERT_MANAGER_KINDS,
     CERTIFICATE,
     ISSUER,
@@ -59,13 +66,6 @@ from ray_operator.runtime.kinds import (
     Kind,
     watch_selectors,
 )
-from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
-from ray_operator.runtime.queue import WorkQueue
-from ray_operator.runtime.store import Store, StoreView
-from ray_operator.runtime.watcher import Watcher
-from ray_operator.runtime.workers import Workers
-from ray_operator.server import Heartbeat, ListenerInUse, metrics_routes, probe_routes, serve
-from ray_operator.settings import Settings, metrics_need_authentication
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -73,32 +73,6 @@ if TYPE_CHECKING:
     from ray_operator.secure_metrics import SecureMetricsServer
 
 logger = logging.getLogger(__name__)
-
-
-class Component(Protocol):
-    """Something every replica runs beside the reconcilers (the admission webhooks)."""
-
-    async def run(self) -> NoReturn:
-        """Run until cancelled; returning or raising stops the whole operator."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ComponentContext:
-    """What a component factory gets."""
-
-    client: KubeClient
-    """The API client, NOT guarded by the lease: components run on every replica."""
-    store: StoreView
-    """The watch cache (read-only)."""
-    settings: Settings
-    """The operator's settings."""
-    metrics: Metrics
-    """The operator's metrics (register the component's own in `metrics.registry`)."""
-
-
-ComponentFactory = Callable[[ComponentContext], Component]
-"""Builds a component; `app.run(settings, components=[...])` takes these."""
 
 
 def run(
@@ -463,4 +437,4 @@ class Operator:
                 self.workers.enqueue_all(self.store)
 
 
-__all__ = ["Component", "ComponentContext", "ComponentFactory", "Operator", "run"]
+__all__ = ["Operator", "run"]

@@ -32,13 +32,14 @@ from ray_operator.lean_imports import defer_unneeded_imports
 from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentFactory
+    from ray_operator.components import ComponentFactory
     from ray_operator.dashboard.resolver import DashboardResolver
     from ray_operator.localcluster.controlplane import LocalControlPlane
     from ray_operator.localray.agent import LocalRayOptions, LocalRayRegistry
     from ray_operator.localray.kubelet.server import KubeletEndpointOptions
     from ray_operator.runtime.controller import ControllerFactory
     from ray_operator.settings import Settings
+    from ray_operator.validation.limits import ClusterLimits
     from ray_operator.webhooks import WebhookOptions
 
 
@@ -173,7 +174,7 @@ def _run(
     kubelet: KubeletEndpointOptions | None = None,
 ) -> int:
     from ray_operator.app import run
-    from ray_operator.settings import settings_from_args
+    from ray_operator.settings import cluster_limits, settings_from_args
     from ray_operator.webhooks import webhook_options_from_args
 
     try:
@@ -183,7 +184,9 @@ def _run(
         )
     except ValueError as error:
         raise SystemExit(f"ray-operator run: {error}") from None
-    components = components_for(settings, webhooks)
+    # One ClusterLimits for the webhook and the controllers: they hold specs to the same rules.
+    limits = cluster_limits(settings)
+    components = components_for(settings, webhooks, limits=limits)
     registry = None
     if local_ray is not None:
         from ray_operator.localray.agent import LocalRayRegistry, local_ray_component
@@ -200,21 +203,23 @@ def _run(
             components.append(agent)
     return run(
         settings,
-        controllers=controllers_for(settings, local_ray=registry),
+        controllers=controllers_for(settings, local_ray=registry, limits=limits),
         components=components,
     )
 
 
-def components_for(settings: Settings, webhooks: WebhookOptions) -> list[ComponentFactory]:
-    """What runs beside the controllers: the admission webhooks and the RayServeGraph event
-    endpoint, each when turned on."""
+def components_for(
+    settings: Settings, webhooks: WebhookOptions, *, limits: ClusterLimits | None = None
+) -> list[ComponentFactory]:
+    """What runs beside the controllers: the admission webhooks (holding specs to `limits`, by
+    default the settings') and the RayServeGraph event endpoint, each when turned on."""
     from ray_operator.servegraph.events import serve_graph_events_component
 
     components: list[ComponentFactory] = []
     if webhooks.enabled:
         from ray_operator.webhooks.component import webhook_component
 
-        components.append(webhook_component(webhooks))
+        components.append(webhook_component(webhooks, limits=limits))
     if settings.serve_graph_events_port:
         components.append(
             serve_graph_events_component(
@@ -225,7 +230,10 @@ def components_for(settings: Settings, webhooks: WebhookOptions) -> list[Compone
 
 
 def controllers_for(
-    settings: Settings, *, local_ray: LocalRayRegistry | None = None
+    settings: Settings,
+    *,
+    local_ray: LocalRayRegistry | None = None,
+    limits: ClusterLimits | None = None,
 ) -> list[ControllerFactory]:
     """The RayCluster, RayJob, RayService and RayServeGraph controllers, reaching dashboards
     (local Ray clusters first, when the agent runs) and fetching graph documents as
@@ -241,6 +249,8 @@ def controllers_for(
     from ray_operator.servegraph.fetch import FetchPolicy
     from ray_operator.settings import cluster_limits
 
+    if limits is None:
+        limits = cluster_limits(settings)
     resolver: DashboardResolver = resolver_from_overrides(
         settings.dashboard_url_overrides, settings.serve_proxy_url_overrides
     )
@@ -248,7 +258,6 @@ def controllers_for(
         from ray_operator.localray.agent import LocalRayResolver
 
         resolver = LocalRayResolver(local_ray, fallback=resolver)
-    limits = cluster_limits(settings)
     optional: list[ControllerFactory] = []
     if settings.feature_gates.enabled(RAY_CRON_JOB_GATE):
         from ray_operator.controllers.raycronjob import raycronjob_controller

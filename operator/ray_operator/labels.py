@@ -7,7 +7,7 @@ deliberate difference is `app.kubernetes.io/created-by`, which names this operat
 watches Jobs and RBAC objects by that label with either operator's value (`KUBERAY_CREATED_BY`:
 a cluster KubeRay ran is taken over), Services by the `ray.io/*` labels both operators put on
 them, and Pods by `ray.io/cluster` (`RAY_POD_SELECTOR`), the label KubeRay and Ray's autoscaler
-find them by (see `runtime/kinds.py: watch_selectors`).
+find them by (see `spec/kinds.py: watch_selectors`).
 
 Only constants live here: no functions, no mutable state.
 """

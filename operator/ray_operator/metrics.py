@@ -38,7 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ray_operator import __version__
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.kinds import (
     RAY_CLUSTER,
     RAY_CRON_JOB,
     RAY_JOB,

@@ -50,7 +50,6 @@ from ray_operator import pki
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError
-from ray_operator.runtime.kinds import SUBJECT_ACCESS_REVIEW, TOKEN_REVIEW
 from ray_operator.server import (
     BoundedSite,
     ReadLimits,
@@ -61,6 +60,7 @@ from ray_operator.server import (
     start_site,
 )
 from ray_operator.settings import parse_address
+from ray_operator.spec.kinds import SUBJECT_ACCESS_REVIEW, TOKEN_REVIEW
 from ray_operator.webhooks.certificates import TLS_CERT_KEY as TLS_CERT_FILE
 from ray_operator.webhooks.certificates import TLS_KEY_KEY as TLS_KEY_FILE
 from ray_operator.webhooks.tls import ServingCertificate

@@ -25,7 +25,7 @@ from ray_operator.builders.batch_scheduling import (
     parse_batch_scheduler,
 )
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
-from ray_operator.servegraph.origins import malformed_entries
+from ray_operator.spec.fetch_origins import malformed_entries
 from ray_operator.validation.identity import OperatorIdentity
 from ray_operator.validation.limits import ClusterLimits
 
@@ -101,7 +101,7 @@ class Settings:
     Serve proxy for its health check instead of the head Pod's IP."""
     serve_graph_allowed_hosts: tuple[str, ...] = ()
     """`[http://]host[:port]` entries a RayServeGraph may fetch its document from (lower case;
-    without a scheme: https only; port omitted: the scheme's default, see `servegraph.origins`);
+    without a scheme: https only; port omitted: the scheme's default, see `spec.fetch_origins`);
     empty: any host. When set, fetch failures say what happened (connection refused, timeout,
     ...); when empty they all read alike (no port scanner for tenants)."""
     serve_graph_allow_loopback: bool = False

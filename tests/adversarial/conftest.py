@@ -1,6 +1,6 @@
 """Fixtures for the adversarial suite: a tenant attacks, a separate operator process defends.
 
-Each test plays one principal of the threat model (../shared/DESIGN.md, README "Threat model"):
+Each test plays one principal of the threat model (../shared/DESIGN.md, docs/security.md):
 a namespace editor (`namespace`, the attacker's namespace, and `other_namespace`, a victim's),
 or a caller that can only reach the operator's ports. The operator is `ray-operator run` in its
 own process (`start_operator`, shared with tests/robustness), so a crash, a hang or a memory

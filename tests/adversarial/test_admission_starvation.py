@@ -50,8 +50,8 @@ from tests.robustness.observe import MIB, HealthProbe, OperatorUnderTest
 from tests.runtime.processes import wait_until
 from tests.webhooks.conftest import load_sample, wait_until_intercepted
 from tests.webhooks.operator_process import child_pids, rss_bytes, status_bytes
+from tests.webhooks.reviews import insecure_context
 from tests.webhooks.server import ApplicationThread
-from tests.webhooks.test_admission_load import insecure_context
 
 VALIDATE = "/validate-ray-io-v1-raycluster"
 CLIENTS = 50

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_operator.servegraph.names import SECRET_HOSTS_ANNOTATION
+from ray_operator.spec.serve_graph_names import SECRET_HOSTS_ANNOTATION
 
 from tests.conftest import Kubectl
 from tests.robustness.conftest import StartOperator

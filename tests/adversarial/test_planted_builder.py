@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from ray_operator.builders.serve_graph import BUILDER_FILE, builder_configmap_name, builder_source
-from ray_operator.servegraph.names import (
+from ray_operator.spec.serve_graph_names import (
     BUILDER_MOUNT_PATH,
     SECRET_HOSTS_ANNOTATION,
 )

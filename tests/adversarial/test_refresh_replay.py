@@ -33,7 +33,7 @@ from tests.robustness.conftest import StartOperator
 from tests.robustness.observe import OperatorUnderTest
 from tests.servegraph.artifact_server import ArtifactServer
 from tests.servegraph.graphs import document, pipeline_graph
-from tests.servegraph.test_events import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
+from tests.servegraph.refresh_hooks import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
 from tests.webhooks.server import free_port
 
 REFRESH_SIGNATURE_HEADER = "Ray-Operator-Signature"
@@ -45,7 +45,7 @@ REFRESH_FLOOR_SECONDS = 5.0
 TOKEN = "registry-token-value"
 DOCUMENT = "/graph.pb"
 PERMANENT_BACKOFF_SECONDS = 10.0
-"""A 404 is retried after 10 s, then 20 s (`controllers.rayservegraph.retry_delay`)."""
+"""A 404 is retried after 10 s, then 20 s (`controllers.serve_graph_fetch.retry_delay`)."""
 API = "/apis/ray-operator.io/v1alpha1"
 
 
@@ -152,7 +152,7 @@ def recording_fetch_times(world: Scene) -> Iterator[None]:
 
 
 # Signed here from the documented bytes, not with the operator's helpers: the wire format is the
-# contract (README, `servegraph/signatures.py`).
+# contract (docs/features/rayservegraph.md, `servegraph/signatures.py`).
 
 
 def sign_refresh(secret: bytes, *, namespace: str, name: str, at: int, body: bytes = b"") -> str:

@@ -29,15 +29,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from ray_operator.controllers.rayservegraph import FETCH_INLINE_WAIT_SECONDS
+from ray_operator.controllers.serve_graph_fetch import FETCH_INLINE_WAIT_SECONDS
 
-from tests.adversarial.test_yaml_bombs import (
-    RUNTIME_ENV_BOMB,
-    SERVE_CONFIG_BOMB,
-    create,
-    rayjob,
-    rayservice,
-)
+from tests.adversarial.bombs import RUNTIME_ENV_BOMB, SERVE_CONFIG_BOMB, create, rayjob, rayservice
 from tests.conftest import Kubectl
 from tests.robustness.conftest import RAY_KINDS, StartOperator
 from tests.robustness.manifests import UNSCHEDULED, ray_cluster

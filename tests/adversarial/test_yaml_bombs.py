@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import copy
 import http.client
-import json
 import statistics
 import time
-import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
+from tests.adversarial.bombs import RUNTIME_ENV_BOMB, SERVE_CONFIG_BOMB, create, rayjob, rayservice
 from tests.conftest import Kubectl
 from tests.robustness.conftest import StartOperator
 from tests.robustness.manifests import as_text, ray_cluster
@@ -39,7 +38,6 @@ from tests.robustness.observe import (
     wait_for,
 )
 
-LEVELS = 9
 GO_WORDS = "yaml: document contains excessive aliasing"
 ADMISSION_BOUND = 0.1
 """Seconds the API server may take to answer a refused dry-run create (webhook call included):
@@ -54,56 +52,6 @@ RAY_JOBS = "/apis/ray.io/v1/namespaces/{namespace}/rayjobs"
 RAY_SERVICES = "/apis/ray.io/v1/namespaces/{namespace}/rayservices"
 
 
-def laughs(levels: int = LEVELS) -> list[str]:
-    """The anchors of a billion laughs: level i is ten aliases of level i - 1."""
-    lines = ['l0: &l0 ["lol"]']
-    for level in range(1, levels + 1):
-        lines.append(f"l{level}: &l{level} [" + ",".join([f"*l{level - 1}"] * 10) + "]")
-    return lines
-
-
-RUNTIME_ENV_BOMB = "\n".join(laughs()) + "\n"
-"""A mapping, as a runtime env must be: its ten keys hold 10^0 ... 10^9 strings."""
-SERVE_CONFIG_BOMB = (
-    "laughs:\n"
-    + "".join(f"  {line}\n" for line in laughs())
-    + "applications:\n"
-    + "  - name: app\n"
-    + "    import_path: app:graph\n"
-    + "    deployments:\n"
-    + f"      - name: D\n        user_config: *l{LEVELS}\n"
-)
-"""A Serve config admission once found fine: Serve ignores the extra top-level key."""
-
-
-def rayjob(name: str, runtime_env: str) -> dict[str, Any]:
-    """A RayJob that submits from a sidecar of its head Pod (built with its cluster, so the
-    runtime env was expanded at once)."""
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name},
-        "spec": {
-            "submissionMode": "SidecarMode",
-            "entrypoint": "python -c 'print(1)'",
-            "runtimeEnvYAML": runtime_env,
-            "rayClusterSpec": ray_cluster(name)["spec"],
-        },
-    }
-
-
-def rayservice(name: str, serve_config: str) -> dict[str, Any]:
-    cluster = ray_cluster(name)["spec"]
-    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
-    head["ports"] = [{"name": "serve", "containerPort": 8000}]
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayService",
-        "metadata": {"name": name},
-        "spec": {"serveConfigV2": serve_config, "rayClusterConfig": cluster},
-    }
-
-
 HEALTHY_SERVE_CONFIG = "applications:\n  - name: app\n    import_path: app:graph\n"
 HEALTHY_RUNTIME_ENV = "env_vars: {LEVEL: debug}\n"
 BOMBS = [
@@ -113,21 +61,6 @@ BOMBS = [
 
 
 # --- talking to the API server directly (kubectl would add its own start-up) -------------------
-
-
-def create(
-    connection: http.client.HTTPSConnection, path: str, manifest: dict[str, Any], *, dry_run: bool
-) -> tuple[int, dict[str, Any], float]:
-    """POST `manifest` on a kept-alive connection: (HTTP status, decoded body, seconds)."""
-    query = "?" + urllib.parse.urlencode({"dryRun": "All"}) if dry_run else ""
-    started = time.monotonic()
-    connection.request(
-        "POST", path + query, body=as_text(manifest), headers={"Content-Type": "application/json"}
-    )
-    response = connection.getresponse()
-    body = response.read()
-    took = time.monotonic() - started
-    return response.status, json.loads(body), took
 
 
 def timed_refusals(

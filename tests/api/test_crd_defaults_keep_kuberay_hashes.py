@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.rayservice import cluster_config_hash
+from ray_operator.spec.hashing import pod_template_hash
 
 from tests.builders.kuberay_created import (
     CLUSTER_HASH,

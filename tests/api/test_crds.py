@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -13,38 +12,14 @@ from ray_operator.apigen.manifests import MAX_CRD_BYTES
 from ray_operator.apigen.schema import RAY_TYPES_FILE
 from ray_operator.crds import crd_manifests
 
+from tests.api.crds import CRD_FILES, load_crd, table, walk
 from tests.api.manifests import REPO_ROOT
 from tests.conftest import Kubectl
-
-COLUMN_GAP = re.compile(r"\s{2,}")
-
-CRD_FILES = {
-    "RayCluster": REPO_ROOT / "crd" / "ray.io_rayclusters.yaml",
-    "RayJob": REPO_ROOT / "crd" / "ray.io_rayjobs.yaml",
-    "RayService": REPO_ROOT / "crd" / "ray.io_rayservices.yaml",
-    "RayCronJob": REPO_ROOT / "crd" / "ray.io_raycronjobs.yaml",
-}
-
-
-def load_crd(kind: str) -> dict[str, Any]:
-    crd: dict[str, Any] = yaml.load(CRD_FILES[kind].read_text(), Loader=yaml.CSafeLoader)
-    return crd
 
 
 def openapi_schema(kind: str) -> dict[str, Any]:
     schema: dict[str, Any] = load_crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
-
-
-def walk(schema: dict[str, Any], path: str = "") -> Any:
-    """Every (path, sub-schema) of a schema, depth first."""
-    yield path, schema
-    for name, child in schema.get("properties", {}).items():
-        yield from walk(child, f"{path}.{name}")
-    if isinstance(schema.get("items"), dict):
-        yield from walk(schema["items"], f"{path}[]")
-    if isinstance(schema.get("additionalProperties"), dict):
-        yield from walk(schema["additionalProperties"], f"{path}{{}}")
 
 
 @pytest.mark.parametrize("kind", sorted(CRD_FILES))
@@ -224,16 +199,6 @@ def test_kubectl_get_shows_the_printer_columns(kubectl: Kubectl, namespace: str)
     service_header, service_row = table(output, "rayservice.ray.io/ray-service-sample")
     assert service_header == ["NAME", "SERVICE STATUS", "NUM SERVE ENDPOINTS", "AGE"]
     assert service_row[1:3] == ["Running", "2"]
-
-
-def table(output: str, name: str) -> tuple[list[str], list[str]]:
-    """The header and the row of `name` in kubectl's table output (columns split on 2+ spaces)."""
-    blocks = [block.splitlines() for block in output.strip().split("\n\n")]
-    for header, *rows in blocks:
-        for row in rows:
-            if row.startswith(name + " "):
-                return COLUMN_GAP.split(header.strip()), COLUMN_GAP.split(row.strip())
-    raise AssertionError(f"{name} not in:\n{output}")
 
 
 @pytest.mark.parametrize(

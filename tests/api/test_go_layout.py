@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ray_io import go_layout
 from ray_operator.apigen.go_layout import load_layout_document
-from ray_operator.builders import go_json
+from ray_operator.spec import go_json
 
 
 def test_the_layout_comes_from_the_kuberay_release_and_kubernetes_api_it_pins() -> None:

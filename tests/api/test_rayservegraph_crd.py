@@ -13,8 +13,8 @@ from ray_io import v1
 from ray_operator.apigen.schema import SERVE_GRAPH_TYPES_FILE
 from ray_operator_io.v1alpha1 import models
 
+from tests.api.crds import load_crd, table, walk
 from tests.api.manifests import REPO_ROOT, SAMPLES
-from tests.api.test_crds import load_crd, table, walk
 from tests.conftest import Kubectl, KubectlError
 
 CRD_FILE = REPO_ROOT / "crd" / "ray-operator.io_rayservegraphs.yaml"

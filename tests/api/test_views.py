@@ -110,7 +110,7 @@ def test_a_misspelt_projection_field_is_found() -> None:
 
 
 CACHE_READER = """
-    from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+    from ray_operator.spec.kinds import POD, RAY_CLUSTER
     from ray_operator.runtime.store import StoreView
 
 

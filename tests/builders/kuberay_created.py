@@ -1,5 +1,5 @@
-"""The objects KubeRay created for each sample (../shared/fixtures/kuberay-created), with the hash
-annotations it wrote: what our hashes must equal."""
+"""The objects KubeRay created for each sample (../shared/fixtures/kuberay-created): a sample's
+objects by kind, and the hash annotations KubeRay wrote (what our hashes must equal)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,23 @@ def _expectation(obj: dict[str, Any], annotation: str, source: dict[str, Any]) -
         expected=obj["metadata"]["annotations"][annotation],
         source=source,
     )
+
+
+@functools.cache
+def _documents(file_name: str) -> tuple[dict[str, Any], ...]:
+    text = (CREATED_DIR / file_name).read_text()
+    return tuple(doc for doc in yaml.safe_load_all(text) if doc)
+
+
+def created(file_name: str, kind: str) -> list[dict[str, Any]]:
+    """The objects of `kind` KubeRay created (or was given) for one sample, fresh copies."""
+    return [
+        yaml.safe_load(yaml.safe_dump(doc)) for doc in _documents(file_name) if doc["kind"] == kind
+    ]
+
+
+def rayjob_with_uid(file_name: str, owned: dict[str, Any]) -> dict[str, Any]:
+    """The sample's RayJob with the uid its objects' ownerReferences name (the fixture drops it)."""
+    (rayjob,) = created(file_name, "RayJob")
+    rayjob["metadata"]["uid"] = owned["metadata"]["ownerReferences"][0]["uid"]
+    return rayjob

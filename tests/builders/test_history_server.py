@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_operator.builders import PodOptions, build_head_pod, build_worker_pod, pod_template_hash
+from ray_operator.builders import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.builders.history_server import COLLECTOR_CONTAINER_NAME
 from ray_operator.builders.pods import with_feature_gates
 from ray_operator.features import parse_feature_gates
+from ray_operator.spec.hashing import pod_template_hash
 
 from tests.builders.clusters import raycluster
 

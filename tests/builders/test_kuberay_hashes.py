@@ -10,8 +10,8 @@ import copy
 import time
 
 import pytest
-from ray_operator.builders.hashing import pod_template_hash, spec_hash
 from ray_operator.builders.rayservice import cluster_config_hash, is_cluster_spec_hash_equal
+from ray_operator.spec.hashing import pod_template_hash, spec_hash
 
 from tests.builders.kuberay_created import (
     CLUSTER_HASH,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.legacy_cluster import (
     LEGACY_ANNOTATIONS_HASH_ANNOTATION,
     LEGACY_SPEC_HASH_ANNOTATION,
@@ -19,6 +18,7 @@ from ray_operator.builders.legacy_cluster import (
     owned_cluster,
     rewritten_cluster,
 )
+from ray_operator.spec.hashing import pod_template_hash
 
 
 def legacy(**annotations: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ray_operator.builders.network_policies import build_network_policies, netwo
 from ray_operator.builders.rayjob import build_cluster_for_job, build_submitter_job
 
 from tests.conftest import REPO_ROOT
-from tests.controllers.test_raycluster_network_policy import DNS_EGRESS, cluster_peer
+from tests.controllers.network_policies import DNS_EGRESS, cluster_peer
 
 SAMPLE = REPO_ROOT / "samples" / "network-policy" / "ray-cluster.network-policy.yaml"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from ray_operator.builders import PodOptions, build_head_pod, build_worker_pod, pod_template_hash
+from ray_operator.builders import PodOptions, build_head_pod, build_worker_pod
+from ray_operator.spec.hashing import pod_template_hash
 
 from tests.builders.clusters import env_of, ray_container, raycluster, worker_group
 

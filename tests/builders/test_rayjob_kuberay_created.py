@@ -9,18 +9,16 @@ intended difference: `app.kubernetes.io/created-by` names this operator.
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.pods import build_head_pod
 
-CREATED_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "kuberay-created"
+from tests.builders.kuberay_created import CREATED_DIR, created, rayjob_with_uid
+
 # What the API server fills into every container of a Pod; not ours to build.
 POD_DEFAULTS = ("imagePullPolicy", "terminationMessagePath", "terminationMessagePolicy")
 # What the Job controller adds to a Job's Pod template labels.
@@ -33,19 +31,6 @@ JOB_CONTROLLER_LABELS = (
 CREATED_BY = "app.kubernetes.io/created-by"
 
 
-@functools.cache
-def _documents(file_name: str) -> tuple[dict[str, Any], ...]:
-    text = (CREATED_DIR / file_name).read_text()
-    return tuple(doc for doc in yaml.safe_load_all(text) if doc)
-
-
-def created(file_name: str, kind: str) -> list[dict[str, Any]]:
-    """The objects of `kind` KubeRay created (or was given) for one sample, fresh copies."""
-    return [
-        yaml.safe_load(yaml.safe_dump(doc)) for doc in _documents(file_name) if doc["kind"] == kind
-    ]
-
-
 def samples_with(kind: str) -> list[str]:
     """Fixture files of RayJob samples where KubeRay created a `kind` for the RayJob."""
     return [
@@ -53,13 +38,6 @@ def samples_with(kind: str) -> list[str]:
         for path in sorted(CREATED_DIR.glob("ray-job.*.yaml"))
         if created(path.name, "RayJob") and created(path.name, kind)
     ]
-
-
-def rayjob_with_uid(file_name: str, owned: dict[str, Any]) -> dict[str, Any]:
-    """The sample's RayJob with the uid its objects' ownerReferences name (the fixture drops it)."""
-    (rayjob,) = created(file_name, "RayJob")
-    rayjob["metadata"]["uid"] = owned["metadata"]["ownerReferences"][0]["uid"]
-    return rayjob
 
 
 @pytest.mark.parametrize("file_name", samples_with("RayCluster"))

@@ -39,9 +39,9 @@ from ray_operator.builders.serve_graph import (
     mounted_configmap_names,
     render_serve_config,
 )
-from ray_operator.servegraph import names
 from ray_operator.servegraph import ray_operator_serve_graph as builder_module
 from ray_operator.servegraph.ray_operator_serve_graph import GraphArgs, build
+from ray_operator.spec import serve_graph_names as names
 from ray_operator.validation.rayservice import validate_rayservice
 from ray_operator.validation.serve_graph import parse_graph
 

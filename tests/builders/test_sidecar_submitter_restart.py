@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from ray_operator.builders import rayjob as build
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.pods import build_head_pod
+from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.status import rayjob as rules
 
-from tests.builders.test_rayjob_kuberay_created import created, rayjob_with_uid
+from tests.builders.kuberay_created import created, rayjob_with_uid
 
 SAMPLE = "ray-job.sidecar-mode.yaml"
 SUBMITTER = "ray-job-submitter"

@@ -32,8 +32,8 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerFactory
 from ray_operator.runtime.errors import TransportError
-from ray_operator.runtime.kinds import POD
 from ray_operator.settings import Settings
+from ray_operator.spec.kinds import POD
 from ray_operator.validation.limits import ClusterLimits
 
 

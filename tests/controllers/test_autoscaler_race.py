@@ -24,9 +24,9 @@ from ray_operator.app import Operator
 from ray_operator.localcluster.controlplane import LocalControlPlane
 
 from tests.controllers import lossy_proxy
+from tests.controllers.clusters import reconcile_count, scalable_cluster, worker_names
 from tests.controllers.conftest import Harness
 from tests.controllers.lossy_proxy import LossyProxy
-from tests.controllers.test_raycluster import _reconcile_count, scalable_cluster, worker_names
 
 # The step-by-step test's operator reaches the API server through a proxy that can hold a watch.
 proxy = lossy_proxy.proxy
@@ -146,11 +146,11 @@ async def test_a_list_the_autoscaler_wrote_after_the_operators_cache_read_is_nev
     assert await workers_to_delete() == [second]
 
     # Any Pod event makes the operator reconcile from its stale copy, which still lists `first`.
-    reconciles = _reconcile_count(operator)
+    reconciles = reconcile_count(operator)
     await harness.kubectl("label", "pod", second, "poked=yes")
 
     async def reconciled() -> bool:
-        return _reconcile_count(operator) > reconciles
+        return reconcile_count(operator) > reconciles
 
     await harness.eventually(reconciled, what="a reconcile on the stale cache")
     assert await workers_to_delete() == [second], "the autoscaler's request was wiped"

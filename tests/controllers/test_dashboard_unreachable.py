@@ -22,7 +22,7 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayjob import rayjob, wait_for_state
+from tests.controllers.rayjobs import rayjob, wait_for_state
 
 __all__ = ["auth_secret", "counting_dashboard", "ray_head", "start_operator"]
 

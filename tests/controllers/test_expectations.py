@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ray_operator.controllers.expectations import Expectations
-from ray_operator.runtime.kinds import ObjectKey
+from ray_operator.spec.kinds import ObjectKey
 
 OWNER = ObjectKey("RayCluster", "ns", "c")
 

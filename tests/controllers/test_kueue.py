@@ -12,8 +12,8 @@ import copy
 from typing import Any
 
 from tests.conftest import REPO_ROOT
+from tests.controllers.batch_scheduling_fixtures import StartOperator, cluster, start_operator
 from tests.controllers.conftest import Harness
-from tests.controllers.test_batch_scheduling import StartOperator, cluster, start_operator
 
 __all__ = ["start_operator"]  # fixture, used by name
 

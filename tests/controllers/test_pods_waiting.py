@@ -26,7 +26,7 @@ from ray_operator.controllers.rayjob import rayjob_controller
 from ray_operator.controllers.rayservice import rayservice_controller
 from ray_operator.localcluster.controlplane import FAKE_NODE_NAME, LocalControlPlane
 
-from tests.api.test_crds import table
+from tests.api.crds import table
 from tests.controllers.conftest import Harness, running_operator
 from tests.controllers.ray_fixtures import RAY_VERSION
 

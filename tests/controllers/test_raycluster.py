@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -16,50 +15,10 @@ from typing import Any
 import yaml
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import reconcile_count, scalable_cluster, worker_names
 from tests.controllers.conftest import Harness
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-
-
-def scalable_cluster(
-    name: str = "scaling", *, replicas: int = 1, max_replicas: int = 20, **spec_extra: Any
-) -> dict[str, Any]:
-    container = {
-        "name": "ray",
-        "image": "rayproject/ray:2.52.0",
-        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
-    }
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "rayVersion": "2.52.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [container]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "small",
-                    "replicas": replicas,
-                    "minReplicas": 0,
-                    "maxReplicas": max_replicas,
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [copy.deepcopy(container)]}},
-                }
-            ],
-            **spec_extra,
-        },
-    }
-
-
-def worker_names(pods: list[dict[str, Any]]) -> set[str]:
-    return {
-        p["metadata"]["name"]
-        for p in pods
-        if p["metadata"]["labels"]["ray.io/node-type"] == "worker"
-    }
 
 
 def ray_start_line(pod: dict[str, Any]) -> str:
@@ -328,22 +287,12 @@ async def test_semantically_invalid_spec_gives_warning_event_and_condition_witho
         "events", "--field-selector", "involvedObject.name=scaling,type=Warning"
     )
     assert any(e["reason"] == "InvalidRayClusterSpec" for e in events["items"])
-    reconciles = _reconcile_count(operator)
+    reconciles = reconcile_count(operator)
     await asyncio.sleep(2.0)  # long enough for several backoff retries
     assert (
-        _reconcile_count(operator) - reconciles <= 1
+        reconcile_count(operator) - reconciles <= 1
     )  # no retry loop on a spec only a user can fix
     assert harness.created_pods == {}
-
-
-def _reconcile_count(operator: Operator) -> float:
-    return sum(
-        sample.value
-        for metric in operator.metrics.registry.collect()
-        if metric.name == "ray_operator_reconcile"
-        for sample in metric.samples
-        if sample.name.endswith("_total") and sample.labels.get("kind") == "RayCluster"
-    )
 
 
 def _api_requests(operator: Operator) -> dict[str, float]:

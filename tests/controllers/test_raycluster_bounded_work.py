@@ -23,11 +23,11 @@ from ray_operator.app import Operator
 from ray_operator.controllers.raycluster import PODS_PER_RECONCILE, RayClusterController
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.errors import TransportError
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 from ray_operator.validation.limits import ClusterLimits
 
+from tests.controllers.clusters import scalable_cluster, worker_names
 from tests.controllers.conftest import Harness, running_operator
-from tests.controllers.test_raycluster import scalable_cluster, worker_names
 
 INT32_MAX = 2**31 - 1
 CLUSTER = "ray.io/cluster"

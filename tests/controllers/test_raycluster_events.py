@@ -11,8 +11,8 @@ from typing import Any
 
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness
-from tests.controllers.test_raycluster import scalable_cluster
 
 UNKNOWN_NAMES = 1100
 

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
-from tests.controllers.test_raycluster import scalable_cluster
 
 SAMPLE = Path("../shared/fixtures/kuberay-samples/ray-cluster.embedded-gcs-ft.yaml")
 

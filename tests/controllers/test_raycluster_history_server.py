@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.features import parse_feature_gates
+from ray_operator.spec.hashing import pod_template_hash
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness, StartClusterOperator

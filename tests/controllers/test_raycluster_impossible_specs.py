@@ -18,8 +18,8 @@ from ray_operator.cli import controllers_for
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, operator_settings
-from tests.controllers.test_raycluster import scalable_cluster
 
 Change = Callable[[dict[str, Any]], None]
 INT32_MAX = 2**31 - 1

@@ -13,8 +13,8 @@ from typing import Any
 
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
-from tests.controllers.test_raycluster import scalable_cluster
 
 
 def ingress_cluster(name: str = "web", **annotations: str) -> dict[str, Any]:

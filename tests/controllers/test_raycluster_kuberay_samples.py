@@ -13,8 +13,8 @@ import pytest
 import yaml
 from ray_operator.app import Operator
 
+from tests.builders.kuberay_expectations import EXPECTED_HEAD_SERVICE, EXPECTED_RAY_START
 from tests.builders.samples import SAMPLES_DIR, raycluster_samples
-from tests.builders.test_kuberay_samples import EXPECTED_HEAD_SERVICE, EXPECTED_RAY_START
 from tests.controllers.conftest import Harness
 
 KUBERAY_LABELS = {

@@ -18,12 +18,12 @@ import copy
 from typing import Any
 
 from ray_operator import labels as names
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.pods import build_head_pod
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.hashing import pod_template_hash
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator, reconcile_errors
-from tests.controllers.test_raycluster import scalable_cluster
 
 STALE_HASH = "STALEHASHWRITTENBYKUBERAYV15XXXX"  # 32 base32hex characters, as KubeRay writes
 OLD_VERSION = "v1.5.1"

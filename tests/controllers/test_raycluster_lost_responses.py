@@ -13,9 +13,9 @@ import asyncio
 from ray_operator.app import Operator
 
 from tests.controllers import lossy_proxy
+from tests.controllers.clusters import reconcile_count, scalable_cluster
 from tests.controllers.conftest import Harness
 from tests.controllers.lossy_proxy import LossyProxy
-from tests.controllers.test_raycluster import _reconcile_count, scalable_cluster
 
 # The operator under test reaches the API server through the proxy.
 proxy = lossy_proxy.proxy
@@ -36,7 +36,7 @@ async def test_pods_whose_create_answer_was_lost_are_not_created_again(
     await harness.apply(scalable_cluster(replicas=3))
 
     async def lost_and_retried() -> bool:
-        return len(proxy.lost) == 2 and _reconcile_count(operator) >= 3
+        return len(proxy.lost) == 2 and reconcile_count(operator) >= 3
 
     # The reconcile that lost the answers failed; later ones ran on a cache without the Pods.
     await harness.eventually(lost_and_retried, what="two lost answers and a retry")

@@ -16,23 +16,15 @@ import yaml
 from ray_operator.app import Operator
 from ray_operator.builders.network_policies import build_network_policies
 from ray_operator.features import parse_feature_gates
-from ray_operator.runtime.kinds import NETWORK_POLICY
+from ray_operator.spec.kinds import NETWORK_POLICY
 
 from tests.conftest import REPO_ROOT
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
-from tests.controllers.test_raycluster import scalable_cluster
+from tests.controllers.network_policies import DNS_EGRESS, cluster_peer
 
 GATE_ON = parse_feature_gates("RayClusterNetworkPolicy=true")
 SAMPLE = REPO_ROOT / "samples" / "network-policy" / "ray-cluster.network-policy.yaml"
-DNS_EGRESS: dict[str, Any] = {
-    "to": [
-        {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-        }
-    ],
-    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
-}
 
 
 async def start_gated(start_cluster_operator: StartClusterOperator) -> Operator:
@@ -82,10 +74,6 @@ async def events(harness: Harness, reason: str) -> list[dict[str, Any]]:
     listed = await harness.get_json("events", "--field-selector", f"reason={reason}")
     items: list[dict[str, Any]] = listed["items"]
     return items
-
-
-def cluster_peer(name: str) -> list[dict[str, Any]]:
-    return [{"podSelector": {"matchLabels": {"ray.io/cluster": name}}}]
 
 
 async def test_the_sample_gets_kuberays_head_and_worker_group_policies_owned_by_it(

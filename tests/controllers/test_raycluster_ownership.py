@@ -12,8 +12,8 @@ from typing import Any
 
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness
-from tests.controllers.test_raycluster import scalable_cluster
 
 FOREIGN_UID = "0b1c2d3e-0000-4000-8000-000000000001"
 

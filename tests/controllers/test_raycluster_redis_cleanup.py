@@ -16,17 +16,14 @@ from typing import Any
 
 from ray_operator.app import Operator
 
+from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
-from tests.controllers.test_raycluster import scalable_cluster
-
-FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
-
-
-def redis_cluster(name: str = "redis-ft", **annotations: str) -> dict[str, Any]:
-    cluster = scalable_cluster(name, gcsFaultToleranceOptions={"redisAddress": "redis:6379"})
-    if annotations:
-        cluster["metadata"]["annotations"] = annotations
-    return cluster
+from tests.controllers.redis_clusters import (
+    FINALIZER,
+    cluster_or_none,
+    redis_cluster,
+    with_finalizer,
+)
 
 
 async def events(harness: Harness, reason: str) -> list[dict[str, Any]]:
@@ -39,23 +36,6 @@ async def job(harness: Harness, name: str) -> dict[str, Any] | None:
     listed = await harness.get_json("jobs", "--field-selector", f"metadata.name={name}")
     items: list[dict[str, Any]] = listed["items"]
     return items[0] if items else None
-
-
-async def cluster_or_none(harness: Harness, name: str) -> dict[str, Any] | None:
-    listed = await harness.get_json("rayclusters", "--field-selector", f"metadata.name={name}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items[0] if items else None
-
-
-async def with_finalizer(harness: Harness, name: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        cluster = await cluster_or_none(harness, name)
-        return (
-            cluster if cluster and FINALIZER in cluster["metadata"].get("finalizers", []) else None
-        )
-
-    found: dict[str, Any] = await harness.eventually(check, what=f"{FINALIZER} on {name}")
-    return found
 
 
 async def cleanup_job(harness: Harness, name: str) -> dict[str, Any]:

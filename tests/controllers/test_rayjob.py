@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from ray_operator.builders import rayjob as build
 from ray_operator.dashboard.client import DashboardClient, DashboardOptions
-from ray_operator.dashboard.models import JobInfo, JobSubmission
+from ray_operator.spec.dashboard_models import JobInfo, JobSubmission
 from ray_operator.status import rayjob as rules
 
 from tests.controllers.conftest import Harness, eventually
@@ -31,47 +31,17 @@ from tests.controllers.ray_fixtures import (
     start_operator,
     stop_operator,
 )
+from tests.controllers.rayjobs import (
+    PRINT_RESOURCES,
+    jobs_with_id,
+    rayjob,
+    status_of,
+    wait_for_state,
+)
 
 __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures, used by name
 
-PRINT_RESOURCES = 'python -c "import ray; ray.init(); print(ray.cluster_resources())"'
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
-
-
-def rayjob(name: str, entrypoint: str = PRINT_RESOURCES, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": name},
-        "spec": {
-            "submissionMode": "HTTPMode",
-            "entrypoint": entrypoint,
-            "rayClusterSpec": head_only_cluster_spec(),
-            **spec,
-        },
-    }
-
-
-async def status_of(harness: Harness, name: str) -> dict[str, Any]:
-    obj = await harness.get_json(f"rayjob/{name}")
-    return dict(obj.get("status") or {})
-
-
-async def wait_for_state(
-    harness: Harness, name: str, *states: str, within: float = 90
-) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        status = await status_of(harness, name)
-        return status if status.get("jobDeploymentStatus") in states else None
-
-    result: dict[str, Any] = await eventually(
-        check, within=within, what=f"RayJob {name} in {states}"
-    )
-    return result
-
-
-async def jobs_with_id(dashboard: DashboardClient, submission_id: str) -> list[JobInfo]:
-    return [job for job in await dashboard.list_jobs() if job.submission_id == submission_id]
 
 
 # --- against the real Ray head ---------------------------------------------------------------

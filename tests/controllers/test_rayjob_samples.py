@@ -10,7 +10,7 @@ import secrets
 from typing import Any
 
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.dashboard.models import JobSubmission
+from ray_operator.spec.dashboard_models import JobSubmission
 
 from tests.controllers.conftest import Harness
 from tests.controllers.ray_fixtures import (
@@ -21,7 +21,7 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayjob import jobs_with_id, rayjob, wait_for_state
+from tests.controllers.rayjobs import jobs_with_id, rayjob, wait_for_state
 
 __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]
 

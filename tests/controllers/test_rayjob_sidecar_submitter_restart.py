@@ -39,8 +39,8 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayjob import jobs_with_id, rayjob, status_of, wait_for_state
-from tests.controllers.test_rayjob_sidecar_mode import (
+from tests.controllers.rayjobs import jobs_with_id, rayjob, status_of, wait_for_state
+from tests.controllers.sidecar_submitter import (
     QUIET_SECONDS,
     SUBMITTER,
     head_pod,

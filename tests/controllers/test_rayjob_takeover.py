@@ -22,8 +22,8 @@ from ray_operator.builders import rayjob as build
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.dashboard.models import JobSubmission
-from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind
+from ray_operator.spec.dashboard_models import JobSubmission
+from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind
 from ray_operator.status import rayjob as rules
 
 from tests.controllers.conftest import Harness, eventually
@@ -36,8 +36,8 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayjob import jobs_with_id, status_of, wait_for_state
-from tests.controllers.test_rayjob_sidecar_mode import submitter_exits
+from tests.controllers.rayjobs import jobs_with_id, status_of, wait_for_state
+from tests.controllers.sidecar_submitter import submitter_exits
 
 __all__ = ["auth_secret", "counting_dashboard", "dashboard", "ray_head", "start_operator"]
 

@@ -24,9 +24,9 @@ from ray_operator.builders.serve_graph import (
     digest,
 )
 from ray_operator.controllers.rayservegraph import FINALIZER, SPEC_HASH_ANNOTATION
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, RAY_SERVICE
 from ray_operator.servegraph.fetch import FetchPolicy
-from ray_operator.servegraph.names import GRAPH_LABEL
+from ray_operator.spec.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, RAY_SERVICE
+from ray_operator.spec.serve_graph_names import GRAPH_LABEL
 
 from tests.controllers.conftest import Harness, eventually, reconcile_errors
 from tests.controllers.rayservegraph_fixtures import (
@@ -68,17 +68,27 @@ async def _fetched_and_deployed(harness: Harness, name: str) -> dict[str, Any]:
     return await graph_status(harness, name)
 
 
-async def test_a_graph_is_fetched_with_the_token_and_becomes_an_owned_rayservice(
+@pytest.fixture
+async def deployed_pipeline(
     harness: Harness,
     artifacts: ArtifactServer,
     registry_secrets: None,
     start_graph_operator: StartGraphOperator,
-) -> None:
-    body = document(pipeline_graph())
-    artifacts.serve(GRAPH_PATH, body, token=TOKEN)
+) -> dict[str, Any]:
+    """Graph "pipeline" (the document of `pipeline_graph()`, fetched with the registry token)
+    deployed by a running graph operator: its status once fetched, parsed and its RayService
+    created."""
+    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
     await start_graph_operator()
     await harness.apply(rayservegraph("pipeline", artifacts.url(GRAPH_PATH)))
-    status = await _fetched_and_deployed(harness, "pipeline")
+    return await _fetched_and_deployed(harness, "pipeline")
+
+
+async def test_a_graph_is_fetched_with_the_token_and_becomes_an_owned_rayservice(
+    harness: Harness, artifacts: ArtifactServer, deployed_pipeline: dict[str, Any]
+) -> None:
+    body = document(pipeline_graph())  # what deployed_pipeline served
+    status = deployed_pipeline
 
     assert artifacts.request_count(GRAPH_PATH) == 1
     assert status["artifact"]["digest"] == digest(body)
@@ -145,16 +155,9 @@ async def test_polling_an_unchanged_document_costs_one_304_and_writes_nothing(
 
 
 async def test_a_rejected_document_names_the_field_and_leaves_the_rayservice_as_it_was(
-    harness: Harness,
-    artifacts: ArtifactServer,
-    registry_secrets: None,
-    start_graph_operator: StartGraphOperator,
+    harness: Harness, artifacts: ArtifactServer, deployed_pipeline: dict[str, Any]
 ) -> None:
-    good = document(pipeline_graph())
-    artifacts.serve(GRAPH_PATH, good, token=TOKEN)
-    await start_graph_operator()
-    await harness.apply(rayservegraph("pipeline", artifacts.url(GRAPH_PATH)))
-    before = await _fetched_and_deployed(harness, "pipeline")
+    before = deployed_pipeline
     rayservice = await harness.client.get(RAY_SERVICE, "pipeline", namespace=harness.namespace)
 
     broken = pipeline_graph()
@@ -225,16 +228,8 @@ async def test_a_host_outside_the_allowed_hosts_is_never_contacted(
     assert TOKEN not in json.dumps(status)
 
 
-async def test_deleting_the_graph_deletes_its_rayservice_and_configmap(
-    harness: Harness,
-    artifacts: ArtifactServer,
-    registry_secrets: None,
-    start_graph_operator: StartGraphOperator,
-) -> None:
-    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
-    await start_graph_operator()
-    await harness.apply(rayservegraph("pipeline", artifacts.url(GRAPH_PATH)))
-    await _fetched_and_deployed(harness, "pipeline")
+@pytest.mark.usefixtures("deployed_pipeline")
+async def test_deleting_the_graph_deletes_its_rayservice_and_configmap(harness: Harness) -> None:
     await builder_configmap(harness, "pipeline")
 
     await harness.kubectl("delete", "rayservegraph", "pipeline", "--wait=false")

@@ -21,8 +21,8 @@ from ray_operator.builders.serve_graph import (
     builder_source,
 )
 from ray_operator.runtime.errors import Invalid
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_CLUSTER, RAY_SERVE_GRAPH, RAY_SERVICE
-from ray_operator.servegraph.names import BUILDER_VOLUME, GRAPH_LABEL
+from ray_operator.spec.kinds import CONFIG_MAP, RAY_CLUSTER, RAY_SERVE_GRAPH, RAY_SERVICE
+from ray_operator.spec.serve_graph_names import BUILDER_VOLUME, GRAPH_LABEL
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.ray_fixtures import head_only_cluster_spec

@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from ray_operator.builders.serve_graph import BUILDER_FILE
-from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, RAY_SERVICE
+from ray_operator.spec.kinds import RAY_SERVE_GRAPH, RAY_SERVICE
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.ray_fixtures import auth_secret, ray_head

@@ -10,17 +10,19 @@ from typing import Any
 import pytest
 from ray_operator.builders.serve_graph import build_builder_configmap
 from ray_operator.controllers.rayservegraph import (
-    REFRESH_FLOOR_SECONDS,
     SPEC_HASH_ANNOTATION,
-    GraphMemory,
     _cluster_operations,
+    service_name,
+)
+from ray_operator.controllers.serve_graph_documents import GraphMemory
+from ray_operator.controllers.serve_graph_fetch import (
+    REFRESH_FLOOR_SECONDS,
     fetch_reason,
     refresh_request,
     retry_delay,
-    service_name,
 )
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
-from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION
+from ray_operator.spec.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, WATCHED_KINDS, watch_selectors
+from ray_operator.spec.serve_graph_names import REFRESH_REQUESTED_ANNOTATION
 from ray_operator.urls import shown_url
 
 EARLIER = "2026-11-23T21:00:00.000001Z"

@@ -11,17 +11,15 @@ deletes the old cluster only afterwards. It cannot show two Ray clusters serving
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime
 from typing import Any
 
 import aiohttp
-import yaml
 from ray_operator.builders import rayservice as build
-from ray_operator.dashboard.models import ServeApplicationStatus, ServeDeploymentStatus
 from ray_operator.runtime.errors import TransportError
-from ray_operator.runtime.kinds import RAY_SERVICE
+from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDeploymentStatus
+from ray_operator.spec.kinds import RAY_SERVICE
 from ray_operator.status import rayservice as rules
 from ray_operator.status.conditions import set_condition
 
@@ -34,77 +32,20 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
+from tests.controllers.rayservices import (
+    answer,
+    condition,
+    rayservice,
+    serve_config,
+    status_of,
+    wait_for_answer,
+    wait_ready,
+)
 from tests.ray_head import RayHead
 
 __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures, used by name
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
-
-
-def serve_config(head: RayHead, *, greeting: str = "Hello", color: str = "blue") -> str:
-    return yaml.safe_dump(
-        {
-            "http_options": {"host": "127.0.0.1", "port": head.serve_port},
-            "applications": [
-                {
-                    "name": "greeter",
-                    "import_path": "greeter:app",
-                    "route_prefix": "/",
-                    "deployments": [
-                        {"name": "Greeter", "user_config": {"greeting": greeting, "color": color}}
-                    ],
-                }
-            ],
-        }
-    )
-
-
-def rayservice(head: RayHead, name: str = "greeter", **config: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayService",
-        "metadata": {"name": name},
-        "spec": {
-            "serveConfigV2": serve_config(head, **config),
-            "rayClusterDeletionDelaySeconds": 1,
-            "rayClusterConfig": head_only_cluster_spec(serve=True),
-        },
-    }
-
-
-async def status_of(harness: Harness, name: str) -> dict[str, Any]:
-    return dict((await harness.get_json(f"rayservice/{name}")).get("status") or {})
-
-
-def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
-
-
-async def wait_ready(harness: Harness, name: str, *, within: float = 120) -> dict[str, Any]:
-    async def ready() -> dict[str, Any] | None:
-        status = await status_of(harness, name)
-        return status if condition(status, "Ready").get("status") == "True" else None
-
-    result: dict[str, Any] = await eventually(ready, within=within, what=f"{name} Ready")
-    return result
-
-
-async def answer(head: RayHead) -> str:
-    async with (
-        aiohttp.ClientSession() as http,
-        http.get(head.serve_url + "/", timeout=aiohttp.ClientTimeout(total=5)) as response,
-    ):
-        response.raise_for_status()
-        return await response.text()
-
-
-async def wait_for_answer(head: RayHead, expected: str, *, within: float = 60) -> None:
-    async def check() -> bool:
-        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-            return await answer(head) == expected
-        return False
-
-    await eventually(check, within=within, what=f"the app answering {expected!r}")
 
 
 # --- against the real Ray head ---------------------------------------------------------------

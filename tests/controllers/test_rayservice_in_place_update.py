@@ -21,10 +21,16 @@ from typing import Any
 
 from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER, Kind
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, Kind
 
 from tests.controllers.conftest import Harness, reconcile_errors
 from tests.controllers.dashboard_counter import CountingDashboard, counting_dashboard
+from tests.controllers.kuberay_rayservice import (
+    KubeRayService,
+    deploy_as_kuberay_did,
+    reconciled_serve_again,
+    serve_puts,
+)
 from tests.controllers.ray_fixtures import (
     RAY_VERSION,
     StartOperator,
@@ -33,18 +39,12 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayservice import (
+from tests.controllers.rayservices import (
     condition,
     rayservice,
     status_of,
     wait_for_answer,
     wait_ready,
-)
-from tests.controllers.test_rayservice_takeover import (
-    KubeRayService,
-    deploy_as_kuberay_did,
-    reconciled_serve_again,
-    serve_puts,
 )
 from tests.ray_head import RayHead
 

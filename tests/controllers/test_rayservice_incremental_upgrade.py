@@ -35,7 +35,7 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayservice import serve_config, status_of, wait_ready
+from tests.controllers.rayservices import serve_config, status_of, wait_ready
 from tests.ray_head import RayHead
 
 __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures, used by name

@@ -25,8 +25,14 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayservice import condition, rayservice, serve_config, status_of
-from tests.controllers.test_rayservice_suspend import owned_names, wait_condition
+from tests.controllers.rayservices import (
+    condition,
+    owned_names,
+    rayservice,
+    serve_config,
+    status_of,
+    wait_condition,
+)
 from tests.ray_head import RayHead
 
 __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures, used by name

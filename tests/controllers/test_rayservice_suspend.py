@@ -12,7 +12,6 @@ Against the real API server and the run's real Ray head.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from tests.controllers.conftest import Harness
 from tests.controllers.ray_fixtures import (
@@ -22,10 +21,11 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.test_rayservice import (
+from tests.controllers.rayservices import (
     condition,
+    owned_names,
     rayservice,
-    status_of,
+    wait_condition,
     wait_for_answer,
     wait_ready,
 )
@@ -37,36 +37,6 @@ __all__ = ["auth_secret", "dashboard", "ray_head", "start_operator"]  # fixtures
 async def set_suspend(harness: Harness, name: str, value: bool) -> None:
     patch = json.dumps({"spec": {"suspend": value}})
     await harness.kubectl("patch", "rayservice", name, "--type", "merge", "-p", patch)
-
-
-async def owned_names(harness: Harness, name: str) -> dict[str, list[str]]:
-    """The RayClusters and Services the RayService `name` owns (a cluster's own head Service
-    belongs to the cluster)."""
-    found: dict[str, list[str]] = {}
-    for kind in ("rayclusters", "services"):
-        items = (await harness.get_json(kind))["items"]
-        found[kind] = sorted(
-            i["metadata"]["name"]
-            for i in items
-            if any(
-                ref.get("kind") == "RayService" and ref.get("name") == name
-                for ref in i["metadata"].get("ownerReferences") or ()
-            )
-        )
-    return found
-
-
-async def wait_condition(
-    harness: Harness, name: str, kind: str, status: str, *, within: float = 60
-) -> dict[str, Any]:
-    async def reached() -> dict[str, Any] | None:
-        current = await status_of(harness, name)
-        return current if condition(current, kind).get("status") == status else None
-
-    result: dict[str, Any] = await harness.eventually(
-        reached, within=within, what=f"{name} {kind}={status}"
-    )
-    return result
 
 
 async def test_suspend_deletes_clusters_and_services_and_resume_serves_again(

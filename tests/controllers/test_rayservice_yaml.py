@@ -21,7 +21,7 @@ from ray_operator.validation.serve_config import serve_config_errors
 from tests.controllers.conftest import Harness
 from tests.controllers.dashboard_counter import CountingDashboard, counting_dashboard
 from tests.controllers.ray_fixtures import StartOperator, auth_secret, ray_head, start_operator
-from tests.controllers.test_rayservice import rayservice, wait_for_answer, wait_ready
+from tests.controllers.rayservices import rayservice, wait_for_answer, wait_ready
 from tests.ray_head import RayHead
 
 __all__ = ["auth_secret", "counting_dashboard", "ray_head", "start_operator"]

@@ -20,7 +20,7 @@ from ray_operator.dashboard.client import (
     DashboardOptions,
     check_serve_proxy,
 )
-from ray_operator.dashboard.errors import (
+from ray_operator.spec.dashboard_errors import (
     DashboardBadResponse,
     DashboardTimeout,
     DashboardUnauthorized,
@@ -28,7 +28,7 @@ from ray_operator.dashboard.errors import (
     JobNotFound,
     SubmissionIdInUse,
 )
-from ray_operator.dashboard.models import JobInfo, JobSubmission
+from ray_operator.spec.dashboard_models import JobInfo, JobSubmission
 
 from tests.ray_head import RayHead, free_port
 

@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 from aiohttp import web
 from ray_operator.controllers.dashboards import DashboardAccess
-from ray_operator.dashboard.errors import DashboardUnavailable
-from ray_operator.dashboard.models import JobInfo, JobSubmission, parse_serve_applications
 from ray_operator.dashboard.resolver import (
     InClusterResolver,
     StaticResolver,
@@ -18,8 +16,10 @@ from ray_operator.dashboard.resolver import (
     parse_overrides,
     resolver_from_overrides,
 )
-from ray_operator.runtime.kinds import POD
 from ray_operator.runtime.store import Store
+from ray_operator.spec.dashboard_errors import DashboardUnavailable
+from ray_operator.spec.dashboard_models import JobInfo, JobSubmission, parse_serve_applications
+from ray_operator.spec.kinds import POD
 
 from tests.ray_head import free_port
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 from ray_operator.dashboard.client import DashboardClient, DashboardEndpoint, DashboardOptions
-from ray_operator.dashboard.errors import DashboardBadResponse
+from ray_operator.spec.dashboard_errors import DashboardBadResponse
 
 LIMIT = 64 * 1024
 

@@ -80,6 +80,19 @@ def apply_server_side(
     return kubectl(*args, input_text=to_yaml(manifests))
 
 
+def grant_to_the_operator(kubectl: Kubectl, install: list[Manifest], *roles: str) -> None:
+    """Apply the install's Namespaces, then the operator's ServiceAccount and the ClusterRoles
+    and ClusterRoleBindings named `roles`: the grants an RBAC question about a component needs."""
+    apply_server_side(kubectl, of_kind(install, "Namespace"), dry_run=False)
+    grants = [
+        m
+        for m in install
+        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
+        and m["metadata"]["name"] in (SERVICE_ACCOUNT, *roles)
+    ]
+    apply_server_side(kubectl, grants, dry_run=False)
+
+
 def ensure_namespace(kubectl: Kubectl, name: str) -> None:
     """Create namespace `name` unless it exists."""
     kubectl(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT, Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -20,11 +21,11 @@ from tests.deploy.manifests import (
     apply_server_side,
     authorized,
     build,
+    grant_to_the_operator,
     of_kind,
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
 SCHEDULERS = ("volcano", "yunikorn", "scheduler-plugins", "kai-scheduler")
@@ -97,15 +98,8 @@ def test_the_operator_may_do_what_it_does_to_podgroups_and_nothing_more(
     installs: dict[str, list[Manifest]], scheduler: str, kubectl: Kubectl, namespace: str
 ) -> None:
     install = installs[scheduler]
-    apply_server_side(kubectl, of_kind(install, "Namespace"), dry_run=False)
     name = f"ray-operator-batch-scheduler-{scheduler}"
-    grants = [
-        m
-        for m in install
-        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-        and m["metadata"]["name"] in ("ray-operator", name)
-    ]
-    apply_server_side(kubectl, grants, dry_run=False)
+    grant_to_the_operator(kubectl, install, name)
     resource = PODGROUPS[scheduler]
     needs = [(verb, resource, None) for verb in VERBS[scheduler]]
     never = [

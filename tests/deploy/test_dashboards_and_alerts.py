@@ -32,8 +32,8 @@ from ray_operator.metrics import Metrics
 from ray_operator.runtime.queue import WorkQueue
 
 from tests.conftest import Kubectl
+from tests.deploy.helm import CHART, helm, render
 from tests.deploy.manifests import CONFIG, build, of_kind, the
-from tests.deploy.test_helm_chart import CHART, helm, render
 from tests.webhooks.conftest import load_sample, wait_until_intercepted
 from tests.webhooks.operator_process import WebhookOperator, operator_with_webhooks
 

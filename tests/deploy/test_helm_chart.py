@@ -6,7 +6,6 @@ passes. The helm binary is the pinned one, built from the Go module proxy once a
 
 from __future__ import annotations
 
-import functools
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,9 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
-from ray_operator.localcluster.binaries import ensure_helm
 
 from tests.conftest import REPO_ROOT, Kubectl
+from tests.deploy.helm import CHART, helm, helm_binary, render
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -34,42 +34,12 @@ from tests.deploy.manifests import (
     service_account_user,
     the,
 )
+from tests.deploy.mini_sample import reconciles_mini_sample
 from tests.deploy.process import running_operator
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
-from tests.deploy.test_operator_runs_as_its_service_account import reconciles_mini_sample
 
-CHART = REPO_ROOT / "charts" / "ray-operator"
 RBAC_KINDS = ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 # What Helm leaves to the user: the Namespace (`--create-namespace`) and, on upgrades, the CRDs.
 NOT_IN_TEMPLATES = ("Namespace", "CustomResourceDefinition")
-
-
-@functools.cache
-def _helm_binary() -> Path:
-    return ensure_helm()
-
-
-def helm(*args: str) -> str:
-    """The pinned helm (built if missing), raising with its stderr."""
-    result = subprocess.run(
-        [str(_helm_binary()), *args], capture_output=True, text=True, timeout=300, check=False
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
-    return result.stdout
-
-
-def render(*sets: str, namespace: str = DEFAULT_NAMESPACE) -> list[Manifest]:
-    """`helm template` of the chart with `--set` values `sets` (built once per run: read-only)."""
-    return list(_render(sets, namespace))
-
-
-@functools.cache
-def _render(sets: tuple[str, ...], namespace: str) -> tuple[Manifest, ...]:
-    args = ["template", "ray-operator", str(CHART), "--namespace", namespace]
-    for value in sets:
-        args += ["--set", value]
-    return tuple(doc for doc in yaml.load_all(helm(*args), Loader=_Loader) if doc)
 
 
 def render_with_crds(namespace: str) -> list[Manifest]:
@@ -84,7 +54,7 @@ def refusal(*sets: str) -> str:
     for value in sets:
         args += ["--set", value]
     result = subprocess.run(
-        [str(_helm_binary()), *args], capture_output=True, text=True, timeout=300, check=False
+        [str(helm_binary()), *args], capture_output=True, text=True, timeout=300, check=False
     )
     assert result.returncode != 0, f"helm template accepted {sets}"
     return result.stderr

@@ -1,18 +1,17 @@
 """Specification: the config/ overlays build with plain `kubectl kustomize`, the kube-apiserver
-accepts what they make, and what they make is the secure, highly available install the README
-promises."""
+accepts what they make, and what they make is the secure, highly available install
+docs/install.md promises."""
 
 from __future__ import annotations
 
-import argparse
 import shlex
 
 import pytest
 import yaml
-from ray_operator.settings import add_run_arguments
-from ray_operator.webhooks import add_webhook_arguments, webhook_options_from_args
+from ray_operator.webhooks import webhook_options_from_args
 
 from tests.conftest import REPO_ROOT, Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -45,21 +44,6 @@ def default() -> list[Manifest]:
 @pytest.fixture(scope="module")
 def namespaced() -> list[Manifest]:
     return build(CONFIG / "namespaced")
-
-
-def manager_container(manifests: list[Manifest]) -> Manifest:
-    deployment = the(manifests, "Deployment", "ray-operator")
-    containers: list[Manifest] = deployment["spec"]["template"]["spec"]["containers"]
-    assert [container["name"] for container in containers] == ["manager"]
-    return containers[0]
-
-
-def parse_run_arguments(args: list[str]) -> argparse.Namespace:
-    """The manager's args as `ray-operator run` parses them ($(POD_NAMESPACE) filled in)."""
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    add_run_arguments(parser)
-    add_webhook_arguments(parser)
-    return parser.parse_args([arg.replace("$(POD_NAMESPACE)", "pod-ns") for arg in args])
 
 
 # --- the API server accepts the installs -----------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -16,11 +17,11 @@ from tests.deploy.manifests import (
     authorized,
     build,
     default_with_component,
+    grant_to_the_operator,
     of_kind,
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 LEGACY_CRD = "rayclusters.cluster.ray.io"
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
@@ -72,14 +73,7 @@ def test_the_api_server_accepts_the_install_with_the_component(
 def test_the_operator_may_serve_legacy_clusters_and_nothing_more_of_them(
     with_legacy: list[Manifest], kubectl: Kubectl, namespace: str
 ) -> None:
-    apply_server_side(kubectl, of_kind(with_legacy, "Namespace"), dry_run=False)
-    grants = [
-        m
-        for m in with_legacy
-        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-        and m["metadata"]["name"] in ("ray-operator", "ray-operator-legacy-clusters")
-    ]
-    apply_server_side(kubectl, grants, dry_run=False)
+    grant_to_the_operator(kubectl, with_legacy, "ray-operator-legacy-clusters")
     answers = authorized(kubectl, OPERATOR, [*LEGACY_NEEDS, *LEGACY_NEVER], namespace=namespace)
     assert [case for case, allowed in answers.items() if not allowed] == [
         f"{verb} {resource}" for verb, resource, _ in LEGACY_NEVER

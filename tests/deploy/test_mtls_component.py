@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -18,11 +19,11 @@ from tests.deploy.manifests import (
     authorized,
     build,
     default_with_component,
+    grant_to_the_operator,
     of_kind,
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
 MTLS_NEEDS = [
@@ -92,14 +93,7 @@ def mtls_grants_withdrawn_afterwards(kubectl: Kubectl) -> Iterator[None]:
 def test_the_operator_may_manage_cert_manager_objects_and_read_secrets_by_name_only(
     with_mtls: list[Manifest], kubectl: Kubectl, namespace: str
 ) -> None:
-    apply_server_side(kubectl, of_kind(with_mtls, "Namespace"), dry_run=False)
-    grants = [
-        m
-        for m in with_mtls
-        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-        and m["metadata"]["name"] in ("ray-operator", "ray-operator-mtls", "ray-operator-manager")
-    ]
-    apply_server_side(kubectl, grants, dry_run=False)
+    grant_to_the_operator(kubectl, with_mtls, "ray-operator-mtls", "ray-operator-manager")
     answers = authorized(kubectl, OPERATOR, [*MTLS_NEEDS, *MTLS_NEVER], namespace=namespace)
     assert [case for case, allowed in answers.items() if not allowed] == [
         f"{verb} {resource}" for verb, resource, _ in MTLS_NEVER

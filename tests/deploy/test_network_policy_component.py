@@ -11,6 +11,7 @@ import pytest
 from ray_operator.features import RAY_CLUSTER_NETWORK_POLICY
 
 from tests.conftest import Kubectl
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -19,11 +20,11 @@ from tests.deploy.manifests import (
     authorized,
     build,
     default_with_component,
+    grant_to_the_operator,
     of_kind,
     service_account_user,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 NETWORK_POLICIES = "networkpolicies.networking.k8s.io"
 OPERATOR = service_account_user(DEFAULT_NAMESPACE)
@@ -95,14 +96,7 @@ def network_policy_grants_withdrawn_afterwards(kubectl: Kubectl) -> Iterator[Non
 def test_the_operator_may_manage_network_policies_with_the_component_and_nothing_more(
     with_component: list[Manifest], kubectl: Kubectl, namespace: str
 ) -> None:
-    apply_server_side(kubectl, of_kind(with_component, "Namespace"), dry_run=False)
-    grants = [
-        m
-        for m in with_component
-        if m["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-        and m["metadata"]["name"] in ("ray-operator", ROLE)
-    ]
-    apply_server_side(kubectl, grants, dry_run=False)
+    grant_to_the_operator(kubectl, with_component, ROLE)
     answers = authorized(kubectl, OPERATOR, [*NEEDS, *NEVER], namespace=namespace)
     assert [case for case, allowed in answers.items() if not allowed] == [
         f"{verb} {resource}" for verb, resource, _ in NEVER

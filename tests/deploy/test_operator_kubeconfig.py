@@ -12,7 +12,7 @@ import pytest
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import Forbidden
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 from tests.conftest import Kubectl
 from tests.deploy.conftest import TenantInstall

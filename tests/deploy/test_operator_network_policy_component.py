@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import Kubectl, KubectlError
+from tests.deploy.manager import manager_container, parse_run_arguments
 from tests.deploy.manifests import (
     CONFIG,
     DEFAULT_NAMESPACE,
@@ -30,7 +31,6 @@ from tests.deploy.manifests import (
     of_kind,
     the,
 )
-from tests.deploy.test_kustomize import manager_container, parse_run_arguments
 
 COMPONENT = "operator-network-policy"
 PROMETHEUS = f"{COMPONENT}/prometheus"

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import SAMPLES, Kubectl
+from tests.conftest import Kubectl
 from tests.deploy.conftest import TenantInstall
 from tests.deploy.manifests import DEFAULT_NAMESPACE, LEASE_NAME, operator_kubeconfig
+from tests.deploy.mini_sample import reconciles_mini_sample
 from tests.deploy.process import running_operator
 
 
@@ -50,13 +51,3 @@ def test_cluster_wide_operator_syncs_and_leads_with_only_its_rbac(
             lambda: lease_holder(kubectl, DEFAULT_NAMESPACE) != "", "Lease held", 30
         )
         reconciles_mini_sample(kubectl, namespace)
-
-
-def reconciles_mini_sample(kubectl: Kubectl, namespace: str) -> None:
-    kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "ray-cluster.mini.yaml"))
-    kubectl(
-        "wait", "-n", namespace, "--for=jsonpath={.status.state}=ready",
-        "raycluster/ray-mini", "--timeout=120s",
-    )  # fmt: skip
-    pods = kubectl("get", "pods", "-n", namespace, "-l", "ray.io/cluster=ray-mini", "-o", "name")
-    assert len(pods.split()) == 2

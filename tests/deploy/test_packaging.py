@@ -36,7 +36,7 @@ from ray_operator.cli import main
 from ray_operator.metrics import Metrics, python_version
 
 from tests.conftest import REPO_ROOT
-from tests.deploy.test_dockerfile import instructions, stages
+from tests.deploy.dockerfile import instructions, stages
 
 PYPROJECT: dict[str, Any] = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 REQUIREMENTS = sorted((REPO_ROOT / "requirements").glob("*.txt"))

@@ -216,7 +216,7 @@ def test_the_serve_graph_secret_role_grants_get_and_nothing_else(kubectl: Kubect
 def test_a_binding_in_one_namespace_lets_the_operator_get_secrets_there_only(
     kubectl: Kubectl, namespace: str
 ) -> None:
-    # The documented command (README, config/rbac/serve_graph_secrets.yaml).
+    # The documented command (docs/features/rayservegraph.md, config/rbac/serve_graph_secrets.yaml).
     kubectl(
         "create",
         "rolebinding",

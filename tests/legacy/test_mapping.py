@@ -1,7 +1,7 @@
 """The mapping, field by field: each row changes one legacy field of a small legacy cluster and
 names where it lands in the RayCluster, and the exact warnings the change brings.
 
-The README's table ("Migrating from Ray's legacy operator") lists the same fields.
+The table of docs/migrating-from-legacy.md lists the same fields.
 """
 
 from __future__ import annotations

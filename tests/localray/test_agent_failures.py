@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from ray_operator.localray.agent import LocalRayRegistry
-from ray_operator.runtime.kinds import RAY_CLUSTER
 from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import RAY_CLUSTER
 
 from tests.builders.clusters import raycluster
 from tests.localray.agents import (

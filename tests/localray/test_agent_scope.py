@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ray_operator import labels as names
-from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.localray.scope import (
     FORGET_AFTER_SECONDS,
@@ -26,10 +24,9 @@ from ray_operator.localray.scope import (
     external_cluster_warning,
     local_ray_wanted,
 )
-from ray_operator.metrics import Metrics
-from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import JOB, RAY_CLUSTER, RAY_JOB
+from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import JOB, RAY_CLUSTER, RAY_JOB
 
 from tests.builders.clusters import raycluster
 from tests.conftest import Kubectl
@@ -135,15 +132,6 @@ async def test_a_pod_the_operator_created_for_another_cluster_is_not_run_for_thi
 
 
 # --- RayJob submitter Pods (against a real API server: the agent reads the Job) ----------------
-
-
-@pytest.fixture
-async def observed_client(control_plane: LocalControlPlane) -> AsyncIterator[KubeClient]:
-    api = await load_api_client(control_plane.kubeconfig)
-    try:
-        yield KubeClient(api, metrics=Metrics())
-    finally:
-        await api.close()
 
 
 def submitter_job(rayjob: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from typing import Any
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.runtime.client import KubeClient
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
 from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 from tests.builders.clusters import raycluster
 from tests.localray.agents import (
@@ -24,9 +24,6 @@ from tests.localray.agents import (
     running_head_pod,
     sync_until,
 )
-from tests.localray.test_agent_scope import observed_client
-
-__all__ = ["observed_client"]  # the fixture: a client of the session's real API server
 
 PROGRAMS = Path(__file__).parent / "programs"
 

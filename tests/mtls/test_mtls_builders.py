@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_operator.builders.hashing import pod_template_hash
 from ray_operator.builders.mtls import (
     build_certificates,
     build_issuers,
@@ -19,6 +18,7 @@ from ray_operator.builders.mtls import (
 )
 from ray_operator.builders.pods import build_head_pod, build_worker_pod
 from ray_operator.builders.redis_cleanup import build_redis_cleanup_job
+from ray_operator.spec.hashing import pod_template_hash
 
 from tests.builders.samples import load_sample
 from tests.mtls.samples import UID, mtls_cluster

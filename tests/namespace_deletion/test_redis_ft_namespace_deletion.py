@@ -16,7 +16,7 @@ from ray_operator.app import Operator
 
 from tests.conftest import Kubectl
 from tests.controllers.conftest import Harness
-from tests.controllers.test_raycluster_redis_cleanup import redis_cluster, with_finalizer
+from tests.controllers.redis_clusters import redis_cluster, with_finalizer
 
 WITHIN_SECONDS = 30.0
 

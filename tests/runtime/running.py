@@ -10,10 +10,10 @@ from typing import Any
 
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import POD, RAY_CLUSTER, Kind, KubeClient
-from ray_operator.runtime.kinds import watch_selectors
 from ray_operator.runtime.store import Store
 from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
+from ray_operator.spec.kinds import watch_selectors
 
 SYNC_TIMEOUT_SECONDS = 30
 

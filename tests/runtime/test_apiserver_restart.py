@@ -35,9 +35,9 @@ from ray_operator.runtime.watcher import Watcher
 from ray_operator.runtime.workers import Workers
 
 from tests.conftest import Kubectl, running_control_plane
+from tests.runtime.marked_clusters import ray_cluster, reconciled_by
 from tests.runtime.processes import OperatorProcess, wait_until
 from tests.runtime.running import watching
-from tests.runtime.test_operator_process import ray_cluster, reconciled_by
 from tests.runtime.waiting import eventually
 
 NAMESPACE = "restart"

@@ -13,11 +13,12 @@ from typing import Any, NoReturn
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
-from ray_operator.app import ComponentContext, Operator
+from ray_operator.app import Operator
+from ray_operator.components import ComponentContext
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime import LEASE, RAY_CLUSTER, Kind, KubeClient, ObjectKey
-from ray_operator.runtime.kinds import WATCHED_KINDS
 from ray_operator.settings import Settings
+from ray_operator.spec.kinds import WATCHED_KINDS
 
 from tests.runtime.controllers import Script, ScriptedController
 from tests.runtime.processes import free_port

@@ -18,8 +18,8 @@ from ray_operator.cli import controllers_for
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import VOLCANO_POD_GROUP, WATCHED_KINDS
 from ray_operator.settings import Settings
+from ray_operator.spec.kinds import VOLCANO_POD_GROUP, WATCHED_KINDS
 
 from tests.conftest import Kubectl
 from tests.controllers.conftest import eventually, operator_settings

@@ -22,7 +22,7 @@ from ray_operator.runtime.errors import (
     error_from_status,
 )
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import CONFIG_MAP
+from ray_operator.spec.kinds import CONFIG_MAP
 
 from tests.conftest import Kubectl
 

@@ -7,7 +7,7 @@ from typing import Any
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
 from ray_operator.runtime.events import COMBINED_PREFIX, EventRecorder
-from ray_operator.runtime.kinds import EVENT
+from ray_operator.spec.kinds import EVENT
 
 
 def involved(namespace: str) -> dict[str, Any]:

@@ -15,14 +15,9 @@ from ray_operator.features import (
     gate_off_detail,
     parse_feature_gates,
 )
-from ray_operator.runtime.kinds import RAY_CRON_JOB as RAY_CRON_JOB_KIND
-from ray_operator.settings import Settings, add_run_arguments, settings_from_args
+from ray_operator.spec.kinds import RAY_CRON_JOB as RAY_CRON_JOB_KIND
 
-
-def parse(*argv: str) -> Settings:
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    add_run_arguments(parser)
-    return settings_from_args(parser.parse_args(argv))
+from tests.runtime.run_flags import parse
 
 
 def test_the_gate_names_are_kuberays() -> None:

@@ -17,8 +17,8 @@ from kubernetes_asyncio.client import ApiClient
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
 from ray_operator.runtime.errors import NotLeader
-from ray_operator.runtime.kinds import LEASE
 from ray_operator.runtime.leader import LeaderElector, LeaseConfig
+from ray_operator.spec.kinds import LEASE
 
 from tests.runtime.waiting import eventually
 

@@ -4,9 +4,9 @@ operator holds no rights on them otherwise), and then only those labelled `ray.i
 from __future__ import annotations
 
 from ray_operator.app import watched_kinds
-from ray_operator.runtime.kinds import NETWORK_POLICY, watch_selectors
+from ray_operator.spec.kinds import NETWORK_POLICY, watch_selectors
 
-from tests.runtime.test_feature_gates import parse
+from tests.runtime.run_flags import parse
 
 
 def test_network_policies_are_watched_only_with_the_gate_on() -> None:

@@ -20,37 +20,11 @@ from ray_operator.metrics import python_version
 from ray_operator.runtime import POD, KubeClient
 
 from tests.conftest import Kubectl
-from tests.runtime.controllers import RECONCILED_BY_ANNOTATION
+from tests.runtime.marked_clusters import ray_cluster, reconciled_by
 from tests.runtime.processes import OperatorProcess, wait_until
 
 LEASE_DURATION = 4.0
 RETRY_PERIOD = 0.5
-
-
-def ray_cluster(name: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "ray.io/v1",
-            "kind": "RayCluster",
-            "metadata": {"name": name},
-            "spec": {
-                "headGroupSpec": {
-                    "rayStartParams": {},
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]
-                        }
-                    },
-                }
-            },
-        }
-    )
-
-
-def reconciled_by(kubectl: Kubectl, namespace: str, name: str) -> str | None:
-    output = kubectl("get", "raycluster", name, "-n", namespace, "-o", "json")
-    annotations: dict[str, Any] = json.loads(output)["metadata"].get("annotations") or {}
-    return annotations.get(RECONCILED_BY_ANNOTATION)
 
 
 def lease_holder(kubectl: Kubectl, namespace: str) -> str:
@@ -245,7 +219,7 @@ async def test_unrelated_pods_do_not_change_the_operators_memory(
 
 
 def pod(name: str, *, owned: bool, padding: int = 0) -> dict[str, Any]:
-    # Pods are cached when labelled `ray.io/cluster` (runtime.kinds.POD_SELECTOR).
+    # Pods are cached when labelled `ray.io/cluster` (spec.kinds.POD_SELECTOR).
     labels = {"ray.io/cluster": "c"} if owned else {"purpose": "ballast"}
     return {
         "apiVersion": "v1",

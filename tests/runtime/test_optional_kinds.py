@@ -12,14 +12,14 @@ from ray_operator.app import served_kinds, watched_kinds
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import (
+from ray_operator.settings import Settings
+from ray_operator.spec.kinds import (
     CONFIG_MAP,
     LEGACY_RAY_CLUSTER,
     OPTIONAL_KINDS,
     RAY_SERVE_GRAPH,
     WATCHED_KINDS,
 )
-from ray_operator.settings import Settings
 
 from tests.conftest import Kubectl, running_control_plane
 from tests.robustness.observe import OperatorUnderTest

@@ -29,8 +29,8 @@ from ray_operator.runtime.store import Store
 from ray_operator.runtime.workers import Workers
 
 from tests.conftest import Kubectl
+from tests.runtime.marked_clusters import ray_cluster
 from tests.runtime.running import watching
-from tests.runtime.test_operator_process import ray_cluster
 from tests.runtime.waiting import eventually
 
 BACKOFF = Backoff(base=0.2, cap=300.0)

@@ -19,10 +19,10 @@ import yaml
 from ray_operator.builders import build_head_pod, build_worker_pod
 from ray_operator.builders.redis_cleanup import is_redis_cleanup_job, job_outcome
 from ray_operator.dashboard.resolver import InClusterResolver, head_pod_to_address
-from ray_operator.runtime.kinds import JOB, POD, SERVICE
 from ray_operator.runtime.projection import JOB_FIELDS, POD_FIELDS, Projector
 from ray_operator.runtime.store import Store
-from ray_operator.status import pods as observed
+from ray_operator.spec import pods as observed
+from ray_operator.spec.kinds import JOB, POD, SERVICE
 from ray_operator.status import rayjob as rayjob_status
 from ray_operator.status import waiting
 from ray_operator.status.raycluster import compute_status

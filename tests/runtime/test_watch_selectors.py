@@ -13,7 +13,8 @@ import pytest
 from ray_operator.builders.rayjob import build_head_service_for_owner, build_submitter_job
 from ray_operator.builders.rayservice import build_serve_service_for_service
 from ray_operator.builders.services import build_head_service, build_headless_service
-from ray_operator.runtime.kinds import (
+from ray_operator.runtime.store import Store
+from ray_operator.spec.kinds import (
     JOB,
     POD,
     RAY_CLUSTER,
@@ -26,7 +27,6 @@ from ray_operator.runtime.kinds import (
     LabelSelector,
     watch_selectors,
 )
-from ray_operator.runtime.store import Store
 
 from tests.takeover.staging import fixture_files, load_fixture
 

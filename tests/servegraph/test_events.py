@@ -28,7 +28,6 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET
 from ray_operator.servegraph.events import (
     CloudEventReference,
     Credentials,
@@ -45,7 +44,6 @@ from ray_operator.servegraph.events import (
     refresh_timestamp,
     verify,
 )
-from ray_operator.servegraph.names import REFRESH_REQUESTED_ANNOTATION, SECRET_GRAPHS_ANNOTATION
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
     GITHUB_BODY_SIGNATURE_HEADER,
@@ -54,14 +52,16 @@ from ray_operator.servegraph.signatures import (
     sign_refresh,
 )
 from ray_operator.settings import Settings, settings_from_args
+from ray_operator.spec.kinds import RAY_SERVE_GRAPH, SECRET
+from ray_operator.spec.serve_graph_names import (
+    REFRESH_REQUESTED_ANNOTATION,
+    SECRET_GRAPHS_ANNOTATION,
+)
 from ray_operator.webhooks import WebhookOptions
 
-from tests.builders.clusters import raycluster
 from tests.controllers.conftest import eventually
+from tests.servegraph.refresh_hooks import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
 from tests.webhooks.server import free_port
-
-SECRET_VALUE = b"0123456789abcdef-hook-secret"
-GRAPH = "pipeline"
 
 # --- credentials ------------------------------------------------------------------------------
 
@@ -383,33 +383,6 @@ class Endpoint:
 
 def bearer(value: bytes = SECRET_VALUE) -> dict[str, str]:
     return {"Authorization": f"Bearer {value.decode()}"}
-
-
-def graph_manifest(name: str, *, refresh: bool = True) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "source": {"url": "https://registry.example.com/graphs/pipeline.pb"},
-        "rayClusterSpec": raycluster()["spec"],
-    }
-    if refresh:
-        spec["refresh"] = {"secretRef": {"name": "graph-hook", "key": "secret"}}
-    return {
-        "apiVersion": "ray-operator.io/v1alpha1",
-        "kind": "RayServeGraph",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def hook_secret(*, opted_in: tuple[str, ...] = (GRAPH,)) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": "graph-hook",
-            "annotations": {SECRET_GRAPHS_ANNOTATION: ",".join(opted_in)},
-        },
-        "data": {"secret": base64.b64encode(SECRET_VALUE).decode()},
-    }
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from ray_operator.servegraph.fetch import (
     check_secret_opt_in,
     fetch_artifact,
 )
-from ray_operator.servegraph.names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
+from ray_operator.spec.serve_graph_names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
 
 from tests.servegraph.artifact_server import ArtifactServer, StaticResolver
 from tests.servegraph.raw_servers import RawServer, closed_port

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from ray_operator.dashboard.errors import DashboardBadResponse
-from ray_operator.dashboard.models import (
+from ray_operator.spec.dashboard_errors import DashboardBadResponse
+from ray_operator.spec.dashboard_models import (
     ServeApplicationStatus,
     ServeDetails,
     parse_serve_details,

@@ -9,7 +9,8 @@ from typing import Any
 
 from ray_operator.builders.raycronjob import build_scheduled_rayjob
 from ray_operator.cron import parse_schedule
-from ray_operator.status.raycronjob import ChildJob, child_job, plan, rayjob_name
+from ray_operator.spec.raycronjob import rayjob_name
+from ray_operator.status.raycronjob import ChildJob, child_job, plan
 
 UTC = datetime.UTC
 CREATED = datetime.datetime(2026, 11, 26, 9, 0, 30, tzinfo=UTC)

@@ -6,7 +6,7 @@ differently, so it is never recreated for that."""
 from __future__ import annotations
 
 from ray_operator import labels as names
-from ray_operator.builders import pod_template_hash
+from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.status import plan_scaling
 
 from tests.builders.clusters import raycluster

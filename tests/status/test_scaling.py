@@ -6,7 +6,7 @@ import tracemalloc
 from typing import Any
 
 from ray_io.v1 import RayCluster
-from ray_operator.builders import pod_template_hash
+from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.status import ScalingPlan, plan_scaling
 from ray_operator.status.scaling import DEFAULT_MAX_POD_CREATES
 

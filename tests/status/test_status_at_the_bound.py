@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime
 import tracemalloc
 
+from ray_operator.spec.replicas import desired_group_pods, max_group_pods
 from ray_operator.status import compute_status
-from ray_operator.status.replicas import desired_group_pods, max_group_pods
 
 from tests.builders.clusters import raycluster, worker_group
 from tests.status.observed import head, pod

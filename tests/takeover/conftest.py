@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ray_operator.localcluster.controlplane import LocalControlPlane
-from ray_operator.runtime.kinds import OPERATOR_NAME
+from ray_operator.spec.kinds import OPERATOR_NAME
 
 from tests.conftest import running_control_plane
 from tests.robustness.observe import ApiServer, ObjectWatch, OperatorUnderTest

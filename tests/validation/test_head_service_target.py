@@ -15,7 +15,7 @@ from ray_operator.validation.rayservegraph import validate_rayservegraph
 from ray_operator.validation.rayservice import validate_rayservice
 
 from tests.builders.clusters import raycluster
-from tests.validation.test_rayservegraph_spec import graph
+from tests.validation.servegraphs import graph
 
 VICTIM = "victim-head-svc.b.svc.cluster.local"
 RULE = (

@@ -14,28 +14,7 @@ from ray_operator.validation.rayservegraph import (
 )
 
 from tests.builders.clusters import raycluster
-
-
-def graph(**spec: Any) -> dict[str, Any]:
-    """A valid RayServeGraph; keyword arguments replace top-level spec fields."""
-    manifest: dict[str, Any] = {
-        "apiVersion": "ray-operator.io/v1alpha1",
-        "kind": "RayServeGraph",
-        "metadata": {"name": "pipeline", "namespace": "ns1"},
-        "spec": {
-            "source": {
-                "url": "https://registry.example.com/graphs/pipeline.pb",
-                "tokenSecretRef": {"name": "registry-token", "key": "token"},
-                "pollInterval": "5m",
-                "timeoutSeconds": 30,
-                "maxBytes": 4 * 1024 * 1024,
-            },
-            "rayClusterSpec": raycluster()["spec"],
-            "refresh": {"secretRef": {"name": "graph-hook", "key": "secret"}},
-        },
-    }
-    manifest["spec"].update(spec)
-    return manifest
+from tests.validation.servegraphs import graph
 
 
 def with_source(**source: Any) -> dict[str, Any]:

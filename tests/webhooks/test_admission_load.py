@@ -18,7 +18,6 @@ import copy
 import http.client
 import json
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from ray_operator.webhooks.handlers import MAX_REVIEW_BYTES, REVIEW_READ_LIMITS
 from tests.conftest import Kubectl
 from tests.webhooks.conftest import load_sample
 from tests.webhooks.operator_process import operator_with_webhooks
+from tests.webhooks.reviews import insecure_context, post_review
 from tests.webhooks.server import WebhookThread, free_port
 
 CONCURRENT_REVIEWS = 8
@@ -66,14 +66,6 @@ def big_review(uid: str, *, group_count: int = 60) -> bytes:
     return json.dumps(review).encode()
 
 
-def insecure_context() -> ssl.SSLContext:
-    # The certificate is the webhook's own, tested elsewhere; here only the load matters.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 @pytest.fixture(scope="module")
 def probes_beside_webhooks(webhook_server: WebhookThread) -> Iterator[int]:
     """A /healthz server on the webhooks' own event loop; its port."""
@@ -101,25 +93,6 @@ def probes_beside_webhooks(webhook_server: WebhookThread) -> Iterator[int]:
         yield port
     finally:
         webhook_server.call(stop())
-
-
-def post_review(port: int, body: bytes) -> tuple[int, float, dict[str, Any]]:
-    started = time.monotonic()
-    connection = http.client.HTTPSConnection(
-        "127.0.0.1", port, timeout=120, context=insecure_context()
-    )
-    try:
-        connection.request(
-            "POST",
-            "/validate-ray-io-v1-raycluster",
-            body=body,
-            headers={"Content-Type": "application/json"},
-        )
-        response = connection.getresponse()
-        answer = response.read()
-    finally:
-        connection.close()
-    return response.status, time.monotonic() - started, json.loads(answer)
 
 
 def healthz_seconds(port: int) -> float:

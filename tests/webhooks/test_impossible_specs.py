@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.conftest import Kubectl
-from tests.webhooks.test_rules import (
+from tests.webhooks.rule_cases import (
     CLUSTER,
     HEAD,
     JOB,

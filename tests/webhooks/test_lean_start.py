@@ -17,8 +17,7 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 
 from tests.webhooks.conftest import load_sample
 from tests.webhooks.operator_process import WebhookOperator, operator_with_webhooks, wait_for
-from tests.webhooks.test_admission_load import post_review
-from tests.webhooks.test_review_workers import _review
+from tests.webhooks.reviews import post_review, review_bytes
 
 MODULE_LIST_DIR = Path(__file__).parent / "module_list"
 
@@ -53,7 +52,7 @@ def test_a_ready_operator_has_loaded_neither_the_generated_client_nor_the_models
     with operator_with_webhooks(control_plane.kubeconfig, namespace, log, env=env) as running:
         at_start = _modules(running, listing)
         status, _, answer = post_review(
-            running.webhook_port, _review(load_sample("ray-cluster.mini.yaml"))
+            running.webhook_port, review_bytes(load_sample("ray-cluster.mini.yaml"))
         )
         after_review = _modules(running, listing)
     assert "ray_operator.app" in at_start

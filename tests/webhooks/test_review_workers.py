@@ -24,7 +24,7 @@ from ray_operator.settings import Settings
 from ray_operator.validation.limits import ClusterLimits
 from ray_operator.webhooks import WebhookOptions, webhook_component
 from ray_operator.webhooks.handlers import INLINE_REVIEW_BYTES
-from ray_operator.webhooks.review import ADMISSION_KINDS, validate_review
+from ray_operator.webhooks.review import validate_review
 from ray_operator.webhooks.workers import ReviewWorkers
 
 from tests.webhooks.conftest import load_sample
@@ -34,21 +34,10 @@ from tests.webhooks.operator_process import (
     operator_with_webhooks,
     wait_for,
 )
-from tests.webhooks.test_admission_load import insecure_context
+from tests.webhooks.reviews import RAYCLUSTER, insecure_context, pool_pids, review_bytes
 
-RAYCLUSTER = ADMISSION_KINDS[0]
 # Below Kubernetes' 256 KiB bound on all annotations, so the padding changes no verdict.
 PADDING_BYTES = 200_000
-
-
-def _review(cluster: dict[str, Any]) -> bytes:
-    request = {"uid": "u-1", "kind": {"kind": "RayCluster"}, "operation": "CREATE"}
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {**request, "object": cluster},
-    }
-    return json.dumps(review).encode()
 
 
 def _invalid_cluster(*, padding: int = 0) -> dict[str, Any]:
@@ -61,21 +50,16 @@ def _invalid_cluster(*, padding: int = 0) -> dict[str, Any]:
     return cluster
 
 
-def _pool_pids(workers: ReviewWorkers) -> list[int]:
-    pool = workers._current_pool()
-    return [process.pid for process in pool._processes.values() if process.pid is not None]
-
-
 async def test_no_worker_process_exists_until_the_first_review() -> None:
     workers = ReviewWorkers()
     running_before = workers.running
     try:
         status, body = await workers.answer(
-            _review(load_sample("ray-cluster.mini.yaml")), RAYCLUSTER, validate_review
+            review_bytes(load_sample("ray-cluster.mini.yaml")), RAYCLUSTER, validate_review
         )
         assert not running_before
         assert workers.running
-        assert len(_pool_pids(workers)) == 1  # a second only while the first is busy
+        assert len(pool_pids(workers)) == 1  # a second only while the first is busy
         assert status == 200
         assert json.loads(body)["response"] == {"uid": "u-1", "allowed": True}
         status, body = await workers.answer(b"[]", RAYCLUSTER, validate_review)
@@ -86,10 +70,10 @@ async def test_no_worker_process_exists_until_the_first_review() -> None:
 
 async def test_the_pool_stops_after_its_idle_time_and_a_new_review_starts_another() -> None:
     workers = ReviewWorkers(idle_seconds=0.5)
-    review = _review(load_sample("ray-cluster.mini.yaml"))
+    review = review_bytes(load_sample("ray-cluster.mini.yaml"))
     try:
         await workers.answer(review, RAYCLUSTER, validate_review)
-        [pid] = _pool_pids(workers)
+        [pid] = pool_pids(workers)
         # Polled from a thread: the loop stays free to run the idle timer.
         await asyncio.to_thread(wait_for, lambda: not workers.running, "pool let go", 5)
         await asyncio.to_thread(wait_for, lambda: not is_running(pid), "worker exited", 10)
@@ -102,10 +86,10 @@ async def test_the_pool_stops_after_its_idle_time_and_a_new_review_starts_anothe
 
 async def test_a_dead_worker_fails_one_review_and_the_next_is_answered() -> None:
     workers = ReviewWorkers(processes=1)
-    review = _review(load_sample("ray-cluster.mini.yaml"))
+    review = review_bytes(load_sample("ray-cluster.mini.yaml"))
     try:
         await workers.answer(review, RAYCLUSTER, validate_review)
-        [pid] = _pool_pids(workers)
+        [pid] = pool_pids(workers)
         os.kill(pid, signal.SIGKILL)  # as the OOM killer would
 
         async def first_failure() -> BaseException:
@@ -124,14 +108,27 @@ async def test_a_dead_worker_fails_one_review_and_the_next_is_answered() -> None
         workers.stop()
 
 
-def test_the_webhook_component_validates_with_the_operators_pods_per_cluster_bound() -> None:
+def component_context(settings: Settings) -> Any:
+    """What `app.run` hands a component factory, without a client (these build, never call)."""
     context = cast(Any, type("Context", (), {}))()
     context.client = cast(Any, None)
     context.store = Store()
     context.metrics = Metrics()
-    context.settings = Settings(identity="test", max_pods_per_cluster=7)
+    context.settings = settings
+    return context
+
+
+def test_the_webhook_component_validates_with_the_operators_pods_per_cluster_bound() -> None:
+    context = component_context(Settings(identity="test", max_pods_per_cluster=7))
     webhooks = webhook_component(WebhookOptions())(context)
     assert webhooks.limits == ClusterLimits(max_pods_per_cluster=7)
+
+
+def test_the_webhook_component_holds_specs_to_the_limits_the_operator_built_once() -> None:
+    context = component_context(Settings(identity="test", max_pods_per_cluster=7))
+    limits = ClusterLimits(max_pods_per_cluster=3)
+    webhooks = webhook_component(WebhookOptions(), limits=limits)(context)
+    assert webhooks.limits is limits
 
 
 def post(port: int, path: str, body: bytes) -> dict[str, Any]:
@@ -152,10 +149,10 @@ def post(port: int, path: str, body: bytes) -> dict[str, Any]:
 def test_an_operator_starts_a_worker_only_for_a_large_review_and_answers_it_as_inline(
     control_plane: LocalControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    small = _review(_invalid_cluster())
-    large = _review(_invalid_cluster(padding=PADDING_BYTES))
+    small = review_bytes(_invalid_cluster())
+    large = review_bytes(_invalid_cluster(padding=PADDING_BYTES))
     assert len(small) <= INLINE_REVIEW_BYTES < len(large)
-    mini = _review(load_sample("ray-cluster.mini.yaml"))
+    mini = review_bytes(load_sample("ray-cluster.mini.yaml"))
     validate, mutate = "/validate-ray-io-v1-raycluster", "/mutate-ray-io-v1-raycluster"
     with operator_with_webhooks(control_plane.kubeconfig, namespace, tmp_path / "log") as running:
         assert running.child_pids() == []

@@ -8,67 +8,27 @@ webhook over TLS. Rules the CRD schema already enforces (types, enums, CEL) are 
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 import yaml
 from ray_operator.validation import validate_raycluster
 
 from tests.conftest import Kubectl
-from tests.webhooks.conftest import load_sample
+from tests.webhooks.rule_cases import (
+    CLUSTER,
+    HEAD,
+    JOB,
+    JOB_CLUSTER,
+    SERVICE,
+    SERVICE_CLUSTER,
+    WORKER,
+    Case,
+    Manifest,
+    case,
+    put,
+)
 
-Manifest = dict[str, Any]
-_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def put(path: str, value: Any) -> Callable[[Manifest], None]:
-    """A change that sets `path` (`spec.a[0].b`) to `value`; None deletes the field."""
-
-    def change(manifest: Manifest) -> None:
-        steps = [int(index) if index else key for key, index in _STEP.findall(path)]
-        node: Any = manifest
-        for step in steps[:-1]:
-            node = node[step]
-        if value is None:
-            node.pop(steps[-1], None)
-        else:
-            node[steps[-1]] = copy.deepcopy(value)
-
-    return change
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    sample: str
-    changes: tuple[Callable[[Manifest], None], ...]
-    messages: tuple[str, ...]
-
-    def manifest(self) -> Manifest:
-        kind = "RayService" if "service" in self.sample else None
-        manifest = copy.deepcopy(load_sample(self.sample, kind))
-        for change in self.changes:
-            change(manifest)
-        return manifest
-
-
-def case(
-    id: str, sample: str, *changes: Callable[[Manifest], None], expect: str | tuple[str, ...]
-) -> Any:
-    messages = (expect,) if isinstance(expect, str) else expect
-    return pytest.param(Case(id, sample, changes, messages), id=id)
-
-
-CLUSTER = "ray-cluster.mini.yaml"
-JOB = "ray-job.sample.yaml"
-SERVICE = "ray-service.sample.yaml"
-WORKER = "spec.workerGroupSpecs[0]"
-HEAD = "spec.headGroupSpec"
-JOB_CLUSTER = "spec.rayClusterSpec"
-SERVICE_CLUSTER = "spec.rayClusterConfig"
 NO_SUBMITTER = put("spec.submitterPodTemplate", None)
 SELECTOR = put("spec.clusterSelector", {"ray.io/cluster": "existing"})
 NO_CLUSTER_SPEC = put("spec.rayClusterSpec", None)

@@ -3,7 +3,7 @@
 Every Ray object of samples/ and of KubeRay's published samples is created (server-side dry run:
 admission runs in full, nothing is stored) once in an intercepted namespace and once in a plain
 one; the two results differ exactly by what `ray_operator.defaults` adds (the table in
-ray_operator/webhooks/README.md).
+docs/webhooks.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ray_operator.webhooks.jsonpatch import json_patch
 
 from tests.conftest import KUBERAY_FIXTURES, SAMPLES, Kubectl
 
-# Paths the webhook may add (the README's table); anything else is a bug.
+# Paths the webhook may add (docs/webhooks.md's table); anything else is a bug.
 DOCUMENTED_DEFAULTS = {
     "RayCluster": set(),
     "RayJob": set(),

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import yaml
 
@@ -19,6 +20,37 @@ BAD_BOUNDS = [
     {"op": "replace", "path": "/spec/workerGroupSpecs/0/minReplicas", "value": 5},
     {"op": "replace", "path": "/spec/workerGroupSpecs/0/maxReplicas", "value": 3},
 ]
+
+
+def rayjob_deployed_as(kubectl: Kubectl, namespace: str, deployment_status: str) -> str:
+    """The RayJob sample applied, with `jobDeploymentStatus` set in its status as the controller
+    would set it; its name."""
+    rayjob = load_sample("ray-job.sample.yaml")
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(rayjob))
+    name: str = rayjob["metadata"]["name"]
+    kubectl(
+        "patch",
+        "rayjob",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"jobDeploymentStatus": deployment_status}}),
+    )
+    return name
+
+
+def applied_and_stored(
+    kubectl: Kubectl, namespace: str, rayservice: dict[str, Any]
+) -> dict[str, Any]:
+    """`rayservice` applied, as the API server then stores it (defaults included)."""
+    kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(rayservice))
+    stored: dict[str, Any] = json.loads(
+        kubectl("get", "rayservice", rayservice["metadata"]["name"], "-n", namespace, "-o", "json")
+    )
+    return stored
 
 
 def test_an_update_of_an_object_being_deleted_is_always_admitted(
@@ -56,20 +88,7 @@ def test_an_update_of_an_object_being_deleted_is_always_admitted(
 
 
 def test_a_running_rayjob_keeps_what_it_submitted(kubectl: Kubectl, webhook_namespace: str) -> None:
-    rayjob = load_sample("ray-job.sample.yaml")
-    kubectl("apply", "-n", webhook_namespace, "-f", "-", input_text=yaml.safe_dump(rayjob))
-    name = rayjob["metadata"]["name"]
-    kubectl(
-        "patch",
-        "rayjob",
-        name,
-        "-n",
-        webhook_namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": {"jobDeploymentStatus": "Running"}}),
-    )
+    name = rayjob_deployed_as(kubectl, webhook_namespace, "Running")
 
     result = kubectl.run(
         "patch",
@@ -98,20 +117,7 @@ def test_a_running_rayjob_keeps_what_it_submitted(kubectl: Kubectl, webhook_name
 
 
 def test_a_finished_rayjob_may_change_again(kubectl: Kubectl, webhook_namespace: str) -> None:
-    rayjob = load_sample("ray-job.sample.yaml")
-    kubectl("apply", "-n", webhook_namespace, "-f", "-", input_text=yaml.safe_dump(rayjob))
-    name = rayjob["metadata"]["name"]
-    kubectl(
-        "patch",
-        "rayjob",
-        name,
-        "-n",
-        webhook_namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": {"jobDeploymentStatus": "Complete"}}),
-    )
+    name = rayjob_deployed_as(kubectl, webhook_namespace, "Complete")
 
     kubectl(
         "patch",
@@ -130,19 +136,7 @@ def test_rayservice_defaults_are_stored(kubectl: Kubectl, webhook_namespace: str
     del rayservice["spec"]["upgradeStrategy"]
     del rayservice["spec"]["rayClusterDeletionDelaySeconds"]
 
-    kubectl("apply", "-n", webhook_namespace, "-f", "-", input_text=yaml.safe_dump(rayservice))
-
-    stored = json.loads(
-        kubectl(
-            "get",
-            "rayservice",
-            rayservice["metadata"]["name"],
-            "-n",
-            webhook_namespace,
-            "-o",
-            "json",
-        )
-    )
+    stored = applied_and_stored(kubectl, webhook_namespace, rayservice)
     assert stored["spec"]["rayClusterDeletionDelaySeconds"] == 60
     assert stored["spec"]["upgradeStrategy"] == {"type": "NewCluster"}
 
@@ -154,19 +148,7 @@ def test_explicit_values_are_never_overwritten_by_defaults(
     rayservice["spec"]["upgradeStrategy"] = {"type": "None"}
     rayservice["spec"]["rayClusterDeletionDelaySeconds"] = 5
 
-    kubectl("apply", "-n", webhook_namespace, "-f", "-", input_text=yaml.safe_dump(rayservice))
-
-    stored = json.loads(
-        kubectl(
-            "get",
-            "rayservice",
-            rayservice["metadata"]["name"],
-            "-n",
-            webhook_namespace,
-            "-o",
-            "json",
-        )
-    )
+    stored = applied_and_stored(kubectl, webhook_namespace, rayservice)
     assert stored["spec"]["rayClusterDeletionDelaySeconds"] == 5
     assert stored["spec"]["upgradeStrategy"] == {"type": "None"}
 

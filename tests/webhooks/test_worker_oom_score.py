@@ -12,7 +12,7 @@ from ray_operator.webhooks.review import validate_review
 from ray_operator.webhooks.workers import OOM_SCORE_ADJ, ReviewWorkers
 
 from tests.webhooks.conftest import load_sample
-from tests.webhooks.test_review_workers import RAYCLUSTER, _pool_pids, _review
+from tests.webhooks.reviews import RAYCLUSTER, pool_pids, review_bytes
 
 
 def proc_number(pid: int, name: str) -> int:
@@ -21,10 +21,10 @@ def proc_number(pid: int, name: str) -> int:
 
 def test_a_worker_offers_itself_to_the_oom_killer_before_the_operator() -> None:
     workers = ReviewWorkers(processes=1)
-    review = _review(load_sample("ray-cluster.mini.yaml"))
+    review = review_bytes(load_sample("ray-cluster.mini.yaml"))
     try:
         asyncio.run(workers.answer(review, RAYCLUSTER, validate_review))
-        [pid] = _pool_pids(workers)
+        [pid] = pool_pids(workers)
         assert proc_number(pid, "oom_score_adj") == OOM_SCORE_ADJ == 1000
         assert proc_number(pid, "oom_score") > proc_number(os.getpid(), "oom_score")
     finally:

@@ -10,7 +10,7 @@ IntOrString, Time). This module owns that knowledge in two steps:
   `kubernetes/kuberay_go_layout.json`, a committed source document like the OpenAPI ones;
 - `render_go_layout` (every `make generate`, no Go needed) turns that document into
   `generated/ray_io/go_layout.py`: one tuple of fields per struct, read by
-  `ray_operator.builders.go_json`.
+  `ray_operator.spec.go_json`.
 """
 
 from __future__ import annotations

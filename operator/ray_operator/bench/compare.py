@@ -51,7 +51,7 @@ from ray_operator.bench.watching import ANY_CLUSTER
 from ray_operator.labels import CLUSTER_LABEL, NODE_TYPE_LABEL
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 OPERATOR_USER = "operator-under-test"
 """The operator's user name (client certificate CN, group system:masters so RBAC is no factor)."""

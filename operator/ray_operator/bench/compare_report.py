@@ -83,7 +83,7 @@ class Comparison:
         return "\n".join([*lines, "", *footer])
 
     def markdown(self) -> str:
-        """A markdown table and the circumstances, for RESULTS.md and the README."""
+        """A markdown table and the circumstances, for RESULTS.md and docs/benchmarks.md."""
         lines = ["| figure | theirs | ours | ours/theirs |", "|---|---|---|---|"]
         lines += [f"| {' | '.join(row)} |" for row in self.rows()]
         lines += [

@@ -22,7 +22,7 @@ from ray_operator.bench.report import Figure, Target
 from ray_operator.bench.session import API_REQUESTS, WATCH_EVENTS, BenchSession, describe_activity
 from ray_operator.bench.watching import ANY_CLUSTER, ArrivalWatch
 from ray_operator.runtime.client import KubeClient
-from ray_operator.runtime.kinds import OWNED_SELECTOR, POD, RAY_CLUSTER, SERVICE
+from ray_operator.spec.kinds import OWNED_SELECTOR, POD, RAY_CLUSTER, SERVICE
 
 WORKERS_PER_CLUSTER = 3
 PODS_PER_CLUSTER = 1 + WORKERS_PER_CLUSTER

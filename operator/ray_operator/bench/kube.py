@@ -19,7 +19,7 @@ from kubernetes_asyncio import client as kube_client
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import AlreadyExists
-from ray_operator.runtime.kinds import NAMESPACE, RAY_CLUSTER, Kind
+from ray_operator.spec.kinds import NAMESPACE, RAY_CLUSTER, Kind
 
 
 async def create_all(

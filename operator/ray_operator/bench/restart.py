@@ -22,7 +22,7 @@ from ray_operator.bench.session import (
     verb_counts,
     writes,
 )
-from ray_operator.runtime.kinds import RAY_CLUSTER
+from ray_operator.spec.kinds import RAY_CLUSTER
 
 # Each scrape costs the operator CPU (~60 ms at 1000 clusters: it renders gauges per cluster),
 # CPU the restart then lacks: twice a second is the compromise between resolution and disturbance.

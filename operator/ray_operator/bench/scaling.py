@@ -29,7 +29,7 @@ from ray_operator.bench.session import BenchSession, describe_activity
 from ray_operator.bench.watching import ArrivalWatch
 from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import PatchType
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 FAIR_A = "fair-a"
 FLOOR = "floor"

@@ -25,7 +25,7 @@ from ray_operator.bench.operator_process import MetricsSnapshot, OperatorProcess
 from ray_operator.bench.report import Report
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import LEASE
+from ray_operator.spec.kinds import LEASE
 
 API_REQUESTS = "ray_operator_api_requests_total"
 RECONCILES = "ray_operator_reconcile_total"

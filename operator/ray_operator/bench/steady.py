@@ -31,7 +31,7 @@ from ray_operator.bench.session import (
     verb_counts,
     writes,
 )
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kinds import POD, RAY_CLUSTER
 
 MIB = 1024 * 1024
 ECONOMY_CLUSTER = "economy"

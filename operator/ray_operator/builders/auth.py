@@ -10,7 +10,9 @@ this module stays pure and never sees where randomness comes from.
 from __future__ import annotations
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import dependent_metadata
+from ray_operator.spec.object_names import check_name
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -19,8 +21,6 @@ from ray_operator.builders.manifest import (
     is_k8s_token_auth_enabled,
     spec,
 )
-from ray_operator.builders.metadata import dependent_metadata
-from ray_operator.builders.naming import check_name
 
 
 def needs_generated_auth_secret(cluster: ClusterLike) -> bool:

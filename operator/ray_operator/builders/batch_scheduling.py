@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from ray_operator import labels as names
-from ray_operator.builders.go_json import go_string, marshal
-from ray_operator.builders.manifest import (
+from ray_operator.builders.rayjob import owner_reference, submitter_pod_spec
+from ray_operator.spec.go_json import go_string, marshal
+from ray_operator.spec.quantity import ZERO, InvalidQuantityError, Quantity
+from ray_operator.spec.raycluster import (
     JSON,
     head_group,
     is_autoscaling_enabled,
@@ -36,9 +38,7 @@ from ray_operator.builders.manifest import (
     pod_spec_resources,
     worker_groups,
 )
-from ray_operator.builders.quantity import ZERO, InvalidQuantityError, Quantity
-from ray_operator.builders.rayjob import owner_reference, submitter_pod_spec
-from ray_operator.status.replicas import (
+from ray_operator.spec.replicas import (
     clamp_int32,
     desired_group_pods,
     hosts_per_replica,

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, parse_version
 from ray_operator.builders.mtls import is_tls_enabled, set_container_tls
-from ray_operator.builders.naming import check_name
+from ray_operator.spec.object_names import check_name
+from ray_operator.spec.raycluster import JSON, parse_version
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayClusterSpec

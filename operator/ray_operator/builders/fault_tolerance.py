@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import append_env, has_env, set_env_default
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import owner_references
+from ray_operator.spec.quantity import InvalidQuantityError, Quantity
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -29,8 +31,6 @@ from ray_operator.builders.manifest import (
     metadata,
     spec,
 )
-from ray_operator.builders.metadata import owner_references
-from ray_operator.builders.quantity import InvalidQuantityError, Quantity
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster

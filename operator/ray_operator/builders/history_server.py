@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
 from ray_operator.builders import containers as inject
-from ray_operator.builders.manifest import (
+from ray_operator.spec.raycluster import (
     JSON,
     cluster_name,
     cluster_namespace,

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.services import head_ports
+from ray_operator.spec.object_names import check_name, head_service_name, identifier
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -22,9 +25,6 @@ from ray_operator.builders.manifest import (
     cluster_namespace,
     head_group,
 )
-from ray_operator.builders.metadata import owner_references
-from ray_operator.builders.naming import check_name, head_service_name, identifier
-from ray_operator.builders.services import head_ports
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster

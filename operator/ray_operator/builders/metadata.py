@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, cluster_name, cluster_namespace, metadata
-from ray_operator.builders.naming import identifier
+from ray_operator.spec.object_names import identifier
+from ray_operator.spec.raycluster import JSON, cluster_name, cluster_namespace, metadata
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster

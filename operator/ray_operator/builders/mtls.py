@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON, cluster_name, metadata, ray_container, spec
 from ray_operator.builders.metadata import dependent_metadata
-from ray_operator.builders.naming import head_service_fqdn
+from ray_operator.spec.object_names import head_service_fqdn
+from ray_operator.spec.raycluster import JSON, cluster_name, metadata, ray_container, spec
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster, RayClusterSpec

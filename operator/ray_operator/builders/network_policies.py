@@ -28,8 +28,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
-from ray_operator.builders import go_json
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import dependent_metadata
+from ray_operator.builders.rayjob import JOB_SUBMISSION_MODE_LABEL
+from ray_operator.spec import go_json
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -39,8 +41,6 @@ from ray_operator.builders.manifest import (
     spec,
     worker_groups,
 )
-from ray_operator.builders.metadata import dependent_metadata
-from ray_operator.builders.rayjob import JOB_SUBMISSION_MODE_LABEL
 
 if TYPE_CHECKING:
     from ray_io.v1_views import NetworkPolicyConfig, NetworkPolicyRules, RayCluster

@@ -19,8 +19,17 @@ from ray_operator.builders import containers as inject
 from ray_operator.builders import history_server
 from ray_operator.builders.batch_scheduling import HEAD_GROUP, add_scheduling_metadata
 from ray_operator.builders.fault_tolerance import configure_gcs_fault_tolerance
-from ray_operator.builders.hashing import pod_template_hash
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import owner_references, pod_labels
+from ray_operator.builders.mtls import configure_tls
+from ray_operator.builders.ray_start import complete_params, head_port, ray_start_command
+from ray_operator.spec.hashing import pod_template_hash
+from ray_operator.spec.object_names import (
+    check_name,
+    head_pod_name,
+    head_service_fqdn,
+    worker_pod_name,
+)
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -37,20 +46,11 @@ from ray_operator.builders.manifest import (
     ray_container,
     spec,
 )
-from ray_operator.builders.metadata import owner_references, pod_labels
-from ray_operator.builders.mtls import configure_tls
-from ray_operator.builders.naming import (
-    check_name,
-    head_pod_name,
-    head_service_fqdn,
-    worker_pod_name,
-)
-from ray_operator.builders.ray_start import complete_params, head_port, ray_start_command
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster
 
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 
 _ULIMIT = f"ulimit -n ${{{names.ENV_RAY_START_ULIMIT_OPEN_FILES}:-65536}}"

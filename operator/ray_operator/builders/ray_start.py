@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 from ray_operator import bounded_json
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON
-from ray_operator.builders.quantity import InvalidQuantityError, Quantity, format_float_like_go
+from ray_operator.spec.quantity import InvalidQuantityError, Quantity, format_float_like_go
+from ray_operator.spec.raycluster import JSON
 
 if TYPE_CHECKING:
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 
 # Flags that take an explicit boolean value, so "false" must be passed rather than dropped.

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray_operator.builders.rayjob import owner_reference
-from ray_operator.status.raycronjob import (
+from ray_operator.spec.raycronjob import (
     CRONJOB_NAME_LABEL,
     SCHEDULED_TIMESTAMP_ANNOTATION,
     rayjob_name,
 )
-from ray_operator.status.rayjob import format_time
+from ray_operator.spec.times import format_time
 
 JSON = dict[str, Any]
 

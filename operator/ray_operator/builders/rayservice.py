@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
-from ray_operator.builders.hashing import spec_hash, spec_hash_of_first_groups
-from ray_operator.builders.manifest import JSON, json_copy
-from ray_operator.builders.naming import serve_service_name
 from ray_operator.builders.rayjob import (
     build_head_service_for_owner,
     originated_labels,
     owner_reference,
 )
 from ray_operator.builders.services import NoServePortError, head_ports
+from ray_operator.spec.hashing import spec_hash, spec_hash_of_first_groups
+from ray_operator.spec.object_names import serve_service_name
+from ray_operator.spec.raycluster import JSON, json_copy
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster, RayService

@@ -10,7 +10,9 @@ template is the user's to create (KubeRay's rule, kuberay#1128): we only bind th
 
 from __future__ import annotations
 
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import dependent_metadata
+from ray_operator.spec.object_names import check_name
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -19,8 +21,6 @@ from ray_operator.builders.manifest import (
     head_group,
     pod_spec,
 )
-from ray_operator.builders.metadata import dependent_metadata
-from ray_operator.builders.naming import check_name
 
 AUTOSCALER_RULES: tuple[JSON, ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},

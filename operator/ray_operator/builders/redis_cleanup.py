@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
 from ray_operator.builders.containers import shell_command
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import owner_references
+from ray_operator.builders.pods import PodOptions, build_head_pod
+from ray_operator.spec.object_names import check_label
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -28,9 +31,6 @@ from ray_operator.builders.manifest import (
     is_gcs_ft_enabled,
     spec,
 )
-from ray_operator.builders.metadata import owner_references
-from ray_operator.builders.naming import check_label
-from ray_operator.builders.pods import PodOptions, build_head_pod
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster

@@ -51,8 +51,8 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from ray_operator_io.v1alpha1 import serve_graph_pb2
 
 from ray_operator import labels
-from ray_operator.builders.manifest import JSON
-from ray_operator.servegraph.names import (
+from ray_operator.spec.raycluster import JSON
+from ray_operator.spec.serve_graph_names import (
     BUILDER_IMPORT_PATH,
     BUILDER_MODULE,
     BUILDER_MOUNT_PATH,

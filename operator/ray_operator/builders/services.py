@@ -7,7 +7,7 @@ ClusterIP it is headless and publishes not-ready addresses: a cluster has one he
 must resolve it before its probes pass. `headGroupSpec.headService` is a user-supplied Service that
 we complete rather than replace. Every Service also carries our `app.kubernetes.io/created-by` label
 (KubeRay's headless and serve Services carry none); the runtime finds Services by their `ray.io/*`
-labels (`runtime/kinds.py: SERVICE_SELECTORS`), and the head Service's selector leaves
+labels (`spec/kinds.py: SERVICE_SELECTORS`), and the head Service's selector leaves
 `created-by` out (KubeRay's has it), so it selects either operator's head Pod.
 """
 
@@ -16,7 +16,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.builders.metadata import head_service_selector, owner_references
+from ray_operator.spec.object_names import (
+    head_service_name,
+    headless_service_name,
+    serve_service_name,
+)
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -29,12 +35,6 @@ from ray_operator.builders.manifest import (
     ray_container,
     spec,
     worker_groups,
-)
-from ray_operator.builders.metadata import head_service_selector, owner_references
-from ray_operator.builders.naming import (
-    head_service_name,
-    headless_service_name,
-    serve_service_name,
 )
 
 if TYPE_CHECKING:

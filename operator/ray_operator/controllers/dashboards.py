@@ -30,19 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.naming import check_name
 from ray_operator.dashboard.client import (
     DashboardClient,
     DashboardEndpoint,
     DashboardOptions,
     check_serve_proxy,
-)
-from ray_operator.dashboard.errors import (
-    NO_ADDRESS,
-    UNAUTHORIZED,
-    DashboardCoolingDown,
-    DashboardError,
-    DashboardUnavailable,
 )
 from ray_operator.dashboard.resolver import (
     DashboardResolver,
@@ -52,8 +44,16 @@ from ray_operator.dashboard.resolver import (
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import POD, SECRET
 from ray_operator.runtime.store import StoreView
+from ray_operator.spec.dashboard_errors import (
+    NO_ADDRESS,
+    UNAUTHORIZED,
+    DashboardCoolingDown,
+    DashboardError,
+    DashboardUnavailable,
+)
+from ray_operator.spec.kinds import POD, SECRET
+from ray_operator.spec.object_names import check_name
 from ray_operator.status.dashboard_reachability import (
     Reachability,
     cause_changed,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray_operator.runtime.kinds import ObjectKey
+from ray_operator.spec.kinds import ObjectKey
 
 DEFAULT_TTL_SECONDS = 300.0
 # Long enough for a watch to reconnect and relist after an API-server restart; short enough that

@@ -14,7 +14,7 @@ from typing import Any
 
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import Kind
+from ray_operator.spec.kinds import Kind
 
 
 def has_finalizer(obj: Mapping[str, Any], finalizer: str) -> bool:

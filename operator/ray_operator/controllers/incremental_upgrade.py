@@ -4,7 +4,8 @@ through a Gateway API HTTPRoute, a step at a time, while Serve's `target_capacit
 cluster grows and shrinks to match (the pure state machine is `status/incremental_upgrade`).
 
 `RayServiceController.reconcile` hands over to `IncrementalUpgrade.reconcile` once the clusters
-are known; per reconcile, as KubeRay's controller:
+are known, and lends it the few steps of its own it needs (`RayServiceSteps`: Serve, a Service,
+the status), not itself; per reconcile, as KubeRay's controller:
 1. rollback: during an upgrade, a spec back at the active cluster's hash (or at a third one)
    sets `RollbackInProgress`; back at the pending cluster's removes it;
 2. Serve: the config is PUT to the pending cluster (and to the active one outside an upgrade or
@@ -35,17 +36,18 @@ import datetime
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ray_operator import labels as names
 from ray_operator.builders import gateway as gw
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
-from ray_operator.dashboard.errors import DashboardError
-from ray_operator.dashboard.models import ServeApplicationStatus
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
-from ray_operator.runtime.kinds import POD, SERVICE, Kind, ObjectKey
+from ray_operator.spec.dashboard_errors import DashboardError
+from ray_operator.spec.dashboard_models import ServeApplicationStatus
+from ray_operator.spec.kinds import POD, SERVICE, Kind, ObjectKey
+from ray_operator.spec.rayservice import SpecReading
 from ray_operator.status import incremental_upgrade as machine
 from ray_operator.status import rayservice as rules
 from ray_operator.status.conditions import set_condition
@@ -55,8 +57,8 @@ if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster, RayService
 
     from ray_operator.controllers.dashboards import DashboardAccess
-    from ray_operator.controllers.rayservice import RayServiceController, SpecReading
     from ray_operator.runtime.controller import ControllerContext
+    from ray_operator.status.dashboard_reachability import Reachability
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +110,39 @@ def _set_side(status: JSON, entry: str, side: machine.Side) -> None:
     status[entry] = values
 
 
+class RayServiceSteps(Protocol):
+    """What the incremental upgrade asks of the RayService controller: its Serve, Service and
+    status steps, which every RayService uses whatever its upgrade strategy."""
+
+    async def reconcile_serve(
+        self, rayservice: RayService, cluster: RayCluster, spec: SpecReading, *, put: bool = True
+    ) -> tuple[bool, Mapping[str, ServeApplicationStatus] | None, Reachability | None]:
+        """PUT the Serve config when needed (and `put`); whether all apps run, their statuses,
+        and what asking the dashboard showed of its reachability (None: not asked)."""
+        ...
+
+    async def ensure_service(self, rayservice: RayService, service: JSON) -> None:
+        """The Service created when missing; otherwise only its selector moved to this one's."""
+        ...
+
+    async def report_initializing_timeout(
+        self, rayservice: RayService, old: Object, new: Object
+    ) -> None:
+        """The Warning KubeRay records when the status has just timed out initializing."""
+        ...
+
+    async def write_status(self, rayservice: RayService, old: JSON, new: JSON) -> None:
+        """The status patched when `status_changed(old, new)` says so."""
+        ...
+
+
 class IncrementalUpgrade:
     """The incremental-upgrade steps of one RayService controller (it owns the client, cache,
     events and dashboards these steps use)."""
 
     def __init__(
         self,
-        controller: RayServiceController,
+        controller: RayServiceSteps,
         context: ControllerContext,
         *,
         dashboards: DashboardAccess,

@@ -55,12 +55,13 @@ from ray_operator.builders.legacy_cluster import (
     owned_cluster,
     rewritten_cluster,
 )
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.legacy.conversion import LegacyConversionError, convert_legacy_cluster
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory, Result
-from ray_operator.runtime.errors import AlreadyExists, BadRequest, Conflict, Invalid, NotFound
-from ray_operator.runtime.kinds import (
+from ray_operator.runtime.errors import AlreadyExists, BadRequest, Invalid, NotFound
+from ray_operator.spec.kinds import (
     JSON,
     LEGACY_RAY_CLUSTER,
     POD,
@@ -415,17 +416,11 @@ class LegacyRayClusterController:
         new = legacy_status.compute_status(old, observed, now=self._now())
         if not legacy_status.status_changed(old, new):
             return
-        patch = {**{key: None for key in old if key not in new}, **new}
         # Conflict: the object changed since the cache showed it, and that change brings it back
         # here (level-triggered): nothing is lost by not retrying this write.
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.patch_status(
-                LEGACY_RAY_CLUSTER,
-                metadata["name"],
-                # Decided on this resourceVersion: a stale cache makes it fail with Conflict.
-                {"metadata": {"resourceVersion": metadata["resourceVersion"]}, "status": patch},
-                namespace=metadata["namespace"],
-            )
+        await status_writer.write_status(
+            self._client, LEGACY_RAY_CLUSTER, legacy, old, new, drop_conflicts=True
+        )
 
     async def finalize(self, key: ObjectKey, legacy: Mapping[str, Any]) -> Result:
         """Being deleted: delete the RayCluster (its controller deletes its Pods), then let go."""

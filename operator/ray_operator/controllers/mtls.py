@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator.builders.manifest import cluster_name, spec
 from ray_operator.builders.mtls import (
     CERTIFICATE_NAME_ANNOTATION,
     SECRET_KEYS,
@@ -46,7 +45,8 @@ from ray_operator.builders.mtls import (
     sans_differ,
 )
 from ray_operator.runtime.errors import Conflict, Forbidden, NotFound
-from ray_operator.runtime.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
+from ray_operator.spec.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
+from ray_operator.spec.raycluster import cluster_name, spec
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster

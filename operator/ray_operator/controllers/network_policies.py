@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ray_operator.builders.network_policies import build_network_policies, network_policy_drifted
+from ray_operator.controllers.owned_objects import OwnedObjects
 from ray_operator.runtime.errors import ApiError, Conflict, Invalid, NotFound
-from ray_operator.runtime.kinds import NETWORK_POLICY, Kind, ObjectKey
-from ray_operator.status.drift import owner_description
+from ray_operator.spec.kinds import NETWORK_POLICY, ObjectKey
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster
@@ -42,24 +42,14 @@ Object = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class NetworkPolicySteps:
-    """What the step needs from the RayCluster controller: its cache, client and events, and
-    its create / delete / report-once actions (so expectations and Events stay in one place)."""
+    """What the step needs from the RayCluster controller: its owned-object writer (so
+    expectations, collisions and Events stay in one place), client and events."""
 
     enabled: bool
     """The RayClusterNetworkPolicy feature gate: off, the step does nothing."""
-    observed: Callable[[Kind[Object], ObjectKey, RayCluster], list[Object]]
-    """The cluster's own objects of a kind, with our pending creates and deletes
-    (`RayClusterController.observed`)."""
+    objects: OwnedObjects
     client: KubeClient
     events: EventRecorder
-    create_or_read: Callable[
-        [ObjectKey, RayCluster, Kind[Object], Object], Awaitable[Object | None]
-    ]
-    """Create, or read the object already of that name (`RayClusterController._create_or_read`)."""
-    delete: Callable[[ObjectKey, Kind, Object], Awaitable[None]]
-    """Delete one object, uid-guarded (`RayClusterController._delete`)."""
-    report_once: Callable[..., Awaitable[None]]
-    """A Warning Event once per cluster and finding (`RayClusterController._report_once`)."""
 
     async def ensure_network_policies(self, key: ObjectKey, cluster: RayCluster) -> None:
         """Create, restore and delete this cluster's NetworkPolicies to match its spec."""
@@ -68,7 +58,7 @@ class NetworkPolicySteps:
         desired = build_network_policies(cluster)
         owned = {
             existing["metadata"]["name"]: existing
-            for existing in self.observed(NETWORK_POLICY, key, cluster)
+            for existing in self.objects.observed(NETWORK_POLICY, key, cluster)
         }
         for policy in desired:
             await self._ensure_one(key, cluster, policy, owned.get(policy["metadata"]["name"]))
@@ -81,24 +71,31 @@ class NetworkPolicySteps:
     async def _ensure_one(
         self, key: ObjectKey, cluster: RayCluster, desired: Object, existing: Object | None
     ) -> None:
-        if existing is None:
-            # Missing, or someone else's (not among the cluster's own): a 409 tells, and whose.
-            existing = await self.create_or_read(key, cluster, NETWORK_POLICY, desired)
-            if existing is None:
-                return  # Created just now.
+        """Missing, or someone else's (not among the cluster's own): a 409 tells, and whose."""
         name = desired["metadata"]["name"]
-        if not _controlled_by(existing, cluster["metadata"]["uid"]):
-            await self.report_once(
-                cluster,
-                f"networkpolicy-collision/{name}",
-                reason="NetworkPolicyNameCollision",
-                message=f"NetworkPolicy {key.namespace}/{name} already exists and "
-                f"{owner_description(existing)}, not this RayCluster: its isolation is not "
-                "applied; rename or delete that NetworkPolicy",
-            )
-            return
-        if network_policy_drifted(desired, existing):
-            await self._update(key, cluster, desired, existing)
+        report_collision = self.objects.collision_reported_once(
+            key,
+            cluster,
+            NETWORK_POLICY,
+            finding=f"networkpolicy-collision/{name}",
+            reason="NetworkPolicyNameCollision",
+            consequence=": its isolation is not applied; rename or delete that NetworkPolicy",
+        )
+
+        async def update_when_drifted(existing: Object) -> None:
+            if network_policy_drifted(desired, existing):
+                await self._update(key, cluster, desired, existing)
+
+        await self.objects.ensure(
+            key,
+            cluster,
+            NETWORK_POLICY,
+            desired,
+            existing=existing,
+            owns=_controlled_by,
+            on_collision=report_collision,
+            repair=update_when_drifted,
+        )
 
     async def _update(
         self, key: ObjectKey, cluster: RayCluster, desired: Object, existing: Object
@@ -133,7 +130,7 @@ class NetworkPolicySteps:
     async def _delete_unwanted(self, key: ObjectKey, cluster: RayCluster, policy: Object) -> None:
         what = f"NetworkPolicy {key.namespace}/{policy['metadata']['name']}"
         try:
-            await self.delete(key, NETWORK_POLICY, policy)
+            await self.objects.delete(key, NETWORK_POLICY, policy)
         except ApiError as error:
             await self.events.record(
                 cluster,

@@ -17,7 +17,6 @@ switch back to KubeRay never finds an object stuck in Terminating).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import logging
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator.builders.raycronjob import build_scheduled_rayjob
+from ray_operator.controllers import status_writer
 from ray_operator.cron import CronSchedule, InvalidScheduleError, parse_schedule
 from ray_operator.runtime.controller import (
     ControllerContext,
@@ -32,10 +32,10 @@ from ray_operator.runtime.controller import (
     Result,
     owner_keys,
 )
-from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
+from ray_operator.runtime.errors import AlreadyExists
+from ray_operator.spec.kinds import RAY_CRON_JOB, RAY_JOB, Kind, ObjectKey
+from ray_operator.spec.times import format_time
 from ray_operator.status import raycronjob as rules
-from ray_operator.status.rayjob import format_time
 from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycronjob import validate_raycronjob
@@ -174,19 +174,11 @@ class RayCronJobController:
         old = dict(cron.get("status") or {})
         if old == new:
             return
-        patch = {**{key: None for key in old if key not in new}, **new}
         # Conflict: the object changed since the cache showed it, and that change brings it back
         # here: the next reconcile writes the status again.
-        with contextlib.suppress(NotFound, Conflict):
-            await self._client.patch_status(
-                RAY_CRON_JOB,
-                cron["metadata"]["name"],
-                {
-                    "metadata": {"resourceVersion": cron["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=cron["metadata"]["namespace"],
-            )
+        await status_writer.write_status(
+            self._client, RAY_CRON_JOB, cron, old, new, drop_conflicts=True
+        )
 
 
 def raycronjob_controller(

@@ -38,13 +38,11 @@ from typing import TYPE_CHECKING, Any
 from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
-from ray_operator.builders.naming import random_suffix
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.batch_scheduling import REFUSED_REASON, BatchScheduling
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
-from ray_operator.dashboard.errors import DashboardError, JobNotFound, SubmissionIdInUse
-from ray_operator.dashboard.models import is_job_terminal
 from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
 from ray_operator.features import SIDECAR_SUBMITTER_RESTART
 from ray_operator.runtime.controller import (
@@ -55,7 +53,9 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
+from ray_operator.spec.dashboard_models import is_job_terminal
+from ray_operator.spec.kinds import (
     JOB,
     POD,
     RAY_CLUSTER,
@@ -65,6 +65,7 @@ from ray_operator.runtime.kinds import (
     ObjectKey,
     Viewed,
 )
+from ray_operator.spec.object_names import random_suffix
 from ray_operator.status import rayjob as rules
 from ray_operator.status import waiting
 from ray_operator.status.drift import selector_patch
@@ -644,27 +645,11 @@ class RayJobController:
     async def write_status(self, rayjob: RayJob, old: JSON, new: JSON) -> None:
         if not rules.status_changed(old, new):
             return
-        patch = {**{key: None for key in old if key not in new}, **new}
-        try:
-            await self._client.patch_status(
-                RAY_JOB,
-                rayjob["metadata"]["name"],
-                {
-                    # The resourceVersion we decided on: a write based on a stale cache (say,
-                    # one that would choose a second submission id or pending cluster name)
-                    # fails with Conflict and is retried from fresh data.
-                    "metadata": {"resourceVersion": rayjob["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=rayjob["metadata"]["namespace"],
-            )
-        except NotFound:
+        # A Conflict (a stale cache: say, one that would choose a second submission id or
+        # pending cluster name) is retried from fresh data.
+        if not await status_writer.write_status(self._client, RAY_JOB, rayjob, old, new):
             return
-        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
-        if told is not None:
-            await self._events.record(
-                rayjob, reason=told.reason, message=told.message, type=told.type
-            )
+        await status_writer.record_pods_waiting_news(self._events, rayjob, old, new)
         if rules.state(old) != rules.state(new):
             logger.info(
                 "jobDeploymentStatus %s -> %s", rules.state(old) or "New", rules.state(new) or "New"

@@ -41,19 +41,16 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
-from ray_operator.builders.naming import random_suffix
 from ray_operator.builders.services import NoServePortError
 from ray_operator.controllers import incremental_upgrade as incremental
+from ray_operator.controllers import status_writer
 from ray_operator.controllers.dashboards import DashboardAccess
 from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from ray_operator.dashboard.client import DashboardOptions
-from ray_operator.dashboard.errors import DashboardError
-from ray_operator.dashboard.models import ServeApplicationStatus, ServeDetails
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
 from ray_operator.runtime.controller import (
@@ -65,7 +62,11 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
-from ray_operator.runtime.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
+from ray_operator.spec.dashboard_errors import DashboardError
+from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDetails
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
+from ray_operator.spec.object_names import random_suffix
+from ray_operator.spec.rayservice import SpecReading
 from ray_operator.status import rayservice as rules
 from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability
@@ -87,24 +88,9 @@ JSON = dict[str, Any]
 FINALIZER = "ray.io/rayservice-finalizer"
 # KubeRay's ServiceDefaultRequeueDuration.
 REQUEUE_SECONDS = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class SpecReading:
-    """What a RayService's spec says, worked out once per spec rather than once per reconcile:
-    parsing `serveConfigV2` (PyYAML, several times: validation, the config, its hash) costs
-    seconds of event loop for a config of a megabyte, and a RayService requeues every 2 s."""
-
-    digest: str
-    """sha256 of the name, annotations and spec this reading was made from."""
-    problem: str | None
-    """What makes the spec unusable (None when it is fine)."""
-    serve_config: Mapping[str, Any]
-    """`serveConfigV2` parsed: the body of the PUT (empty when there is a problem or none)."""
-    serve_config_hash: str
-    """`build.serve_config_hash` of it ("" when there is a problem)."""
-    cluster_config_hash: str
-    """`build.cluster_config_hash`: the hash its clusters carry ("" when there is a problem)."""
+SERVICE_STATUS_ENTRIES = ("activeServiceStatus", "pendingServiceStatus")
+"""Objects inside the status that a merge patch would merge: what vanished inside them is named
+too."""
 
 
 class RayServiceController:
@@ -674,31 +660,13 @@ class RayServiceController:
         if not rules.status_changed(old, new):
             return
         new["lastUpdateTime"] = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        patch = {**{key: None for key in old if key not in new}, **new}
-        for entry in ("activeServiceStatus", "pendingServiceStatus"):
-            # A merge patch merges nested objects: name what vanished inside them too.
-            old_entry, new_entry = old.get(entry) or {}, new.get(entry) or {}
-            patch[entry] = {**{k: None for k in old_entry if k not in new_entry}, **new_entry}
-        try:
-            await self._client.patch_status(
-                RAY_SERVICE,
-                rayservice["metadata"]["name"],
-                {
-                    # The resourceVersion we decided on: a write based on a stale cache (say,
-                    # one that would choose a second submission id or pending cluster name)
-                    # fails with Conflict and is retried from fresh data.
-                    "metadata": {"resourceVersion": rayservice["metadata"]["resourceVersion"]},
-                    "status": patch,
-                },
-                namespace=rayservice["metadata"]["namespace"],
-            )
-        except NotFound:
-            return
-        told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
-        if told is not None:
-            await self._events.record(
-                rayservice, reason=told.reason, message=told.message, type=told.type
-            )
+        # A Conflict (a stale cache: say, one that would choose a second pending cluster name)
+        # is retried from fresh data.
+        written = await status_writer.write_status(
+            self._client, RAY_SERVICE, rayservice, old, new, nested=SERVICE_STATUS_ENTRIES
+        )
+        if written:
+            await status_writer.record_pods_waiting_news(self._events, rayservice, old, new)
 
     # --- helpers -------------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ from ray_operator.builders.serve_graph import (
 )
 from ray_operator.runtime.controller import names_owner
 from ray_operator.runtime.errors import AlreadyExists
-from ray_operator.runtime.kinds import CONFIG_MAP, RAY_CLUSTER, RAY_SERVICE
+from ray_operator.spec.kinds import CONFIG_MAP, RAY_CLUSTER, RAY_SERVICE
 from ray_operator.status.rayservegraph import ConditionState
 
 if TYPE_CHECKING:

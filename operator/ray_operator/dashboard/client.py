@@ -3,7 +3,7 @@
 Every request has a connect timeout and a total timeout (`DashboardOptions`), follows no
 redirects and reads at most `max_response_bytes` of the answer: a slow, dead or hostile dashboard
 costs a reconcile a few seconds at most, never a hung worker or the operator's memory. Failures
-are mapped once, here, to `dashboard.errors`.
+are mapped once, here, to `spec.dashboard_errors`.
 
 When the cluster has a Ray auth token, it goes out as `Authorization: Bearer <token>` and as
 `X-Ray-Authorization: Bearer <token>`: Ray accepts either, and the second survives proxies that
@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from ray_operator.dashboard.errors import (
+from ray_operator.spec.dashboard_errors import (
     CONNECTION_FAILED,
     CONNECTION_REFUSED,
     DNS_FAILURE,
@@ -41,7 +41,7 @@ from ray_operator.dashboard.errors import (
     SubmissionIdInUse,
     excerpt,
 )
-from ray_operator.dashboard.models import (
+from ray_operator.spec.dashboard_models import (
     JobInfo,
     JobSubmission,
     ServeApplicationStatus,

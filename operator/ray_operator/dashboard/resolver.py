@@ -32,9 +32,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ray_operator import labels as names
-from ray_operator.builders.naming import head_service_name
 from ray_operator.builders.services import head_ports
-from ray_operator.status.pods import is_head, is_running_and_ready, is_terminating
+from ray_operator.spec.object_names import head_service_name
+from ray_operator.spec.pods import is_head, is_running_and_ready, is_terminating
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster

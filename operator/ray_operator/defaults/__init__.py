@@ -4,7 +4,7 @@ The admission webhook stores these in the object (a JSONPatch); the controllers 
 functions to what they read, so an operator installed without webhooks behaves identically. Pure:
 a manifest (or typed model) in, a defaulted deep copy out; no I/O, never mutates the input.
 
-What is and is not defaulted, and why, is tabled in `ray_operator/webhooks/README.md`. In short:
+What is and is not defaulted, and why, is tabled in `docs/webhooks.md`. In short:
 every runtime default KubeRay applies to a RayCluster or a RayJob is either already a schema
 default of the CRD (replicas, minReplicas, maxReplicas, numOfHosts, submissionMode, backoffLimit,
 ttlSecondsAfterFinished, maxSurgePercent) or depends on a field that can later change (storing it

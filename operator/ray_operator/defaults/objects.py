@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest
+from ray_operator.spec.raycluster import JSON, ClusterLike, as_manifest
 
 DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS = 60
 """KubeRay deletes a RayService's previous RayCluster this long after traffic moved off it."""
@@ -13,12 +13,12 @@ DEFAULT_UPGRADE_TYPE = "NewCluster"
 
 
 def default_raycluster(cluster: ClusterLike) -> JSON:
-    """A defaulted copy of a RayCluster: nothing beyond the schema's defaults (see the README)."""
+    """A defaulted copy of a RayCluster: nothing beyond the schema's defaults (docs/webhooks.md)."""
     return as_manifest(cluster)
 
 
 def default_rayjob(rayjob: ClusterLike) -> JSON:
-    """A defaulted copy of a RayJob: nothing beyond the schema's defaults (see the README)."""
+    """A defaulted copy of a RayJob: nothing beyond the schema's defaults (docs/webhooks.md)."""
     return as_manifest(rayjob)
 
 

@@ -1,7 +1,7 @@
 """A legacy Ray operator RayCluster (`cluster.ray.io/v1`) converted into a ray.io/v1 RayCluster.
 
 Pure: a mapping in, a manifest and warnings out; no I/O, no YAML, no API client. The mapping of
-every legacy field is the table in README.md ("Migrating from Ray's legacy operator"). Every
+every legacy field is the table in docs/migrating-from-legacy.md. Every
 problem of the object is reported at once (`LegacyConversionError.problems`), and the result is
 checked with the admission webhook's own validation, so a conversion that succeeds is a
 RayCluster ray-operator accepts.

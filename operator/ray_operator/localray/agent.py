@@ -105,16 +105,16 @@ from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEn
 from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
-from ray_operator.runtime.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.runtime.store import StoreView
-from ray_operator.status.rayjob import format_time
+from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
+from ray_operator.spec.times import format_time
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
 
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
     from ray_operator.runtime.controller import Controller, ControllerContext, ControllerFactory
 
 RAYLET_HEALTH_PATH = "/api/local_raylet_healthz"

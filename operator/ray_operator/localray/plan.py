@@ -39,16 +39,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import head_group, worker_groups
 from ray_operator.builders.mtls import WAIT_FOR_IP_SAN_CONTAINER
 from ray_operator.builders.ray_start import complete_params
 from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.builders.redis_cleanup import REDIS_CLEANUP_NODE
+from ray_operator.spec.raycluster import head_group, worker_groups
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
 
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 
 Object = Mapping[str, Any]

@@ -47,7 +47,7 @@ from ray_operator.localray.volumes import (
 )
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
-from ray_operator.runtime.kinds import (
+from ray_operator.spec.kinds import (
     CONFIG_MAP,
     JSON,
     PERSISTENT_VOLUME,

@@ -54,7 +54,7 @@ from ray_operator.localray.redis_plan import (
 from ray_operator.localray.views import LocalContainer
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError, NotFound
-from ray_operator.runtime.kinds import CONFIG_MAP, SECRET, SERVICE
+from ray_operator.spec.kinds import CONFIG_MAP, SECRET, SERVICE
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod

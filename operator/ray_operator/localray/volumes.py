@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ray_operator.builders.quantity import InvalidQuantityError, Quantity
+from ray_operator.spec.quantity import InvalidQuantityError, Quantity
 
 Object = Mapping[str, Any]
 KeyKind = Literal["ConfigMap", "Secret"]

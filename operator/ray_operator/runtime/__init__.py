@@ -4,7 +4,7 @@ Data flows one way: `watcher` (list+watch per kind) → `store` (trimmed dicts, 
 `workers.dispatch` (each controller's key mapper turns a change into `ObjectKey`s) → `queue`
 (coalescing, one reconcile per key at a time, backoff) → `Controller.reconcile(key)` → `client`
 (API writes, guarded by `leader`) and `events`. `app.Operator` wires them; nothing in here knows
-about RayClusters beyond their names (`kinds`).
+about RayClusters beyond their names (`spec.kinds`).
 
 How a controller plugs in
 -------------------------
@@ -39,7 +39,8 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import (
+from ray_operator.runtime.store import StoreView
+from ray_operator.spec.kinds import (
     AUTOSCALER_RBAC_KINDS,
     EVENT,
     JOB,
@@ -57,7 +58,6 @@ from ray_operator.runtime.kinds import (
     Kind,
     ObjectKey,
 )
-from ray_operator.runtime.store import StoreView
 
 __all__ = [
     "AUTOSCALER_RBAC_KINDS",

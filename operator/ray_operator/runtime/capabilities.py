@@ -18,7 +18,7 @@ from typing import Any, Final
 from ray_operator.features import SIDECAR_SUBMITTER_RESTART, FeatureGates
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
-from ray_operator.runtime.kinds import POD
+from ray_operator.spec.kinds import POD
 
 logger = logging.getLogger(__name__)
 

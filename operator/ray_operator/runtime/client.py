@@ -42,12 +42,11 @@ from ray_operator.runtime.errors import (
     TransportError,
     error_from_status,
 )
-from ray_operator.runtime.kinds import OPERATOR_NAME, Kind, Viewed
+from ray_operator.spec.kinds import OPERATOR_NAME, Kind, Viewed
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)

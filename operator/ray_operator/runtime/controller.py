@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.events import EventRecorder
-from ray_operator.runtime.kinds import RAY_CLUSTER, Kind, ObjectKey
 from ray_operator.runtime.store import StoreView
+from ray_operator.spec.kinds import RAY_CLUSTER, Kind, ObjectKey
 
 if TYPE_CHECKING:
     from ray_operator.metrics import Metrics

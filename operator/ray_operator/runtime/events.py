@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError, NotFound
-from ray_operator.runtime.kinds import EVENT, OPERATOR_NAME
+from ray_operator.spec.kinds import EVENT, OPERATOR_NAME
 
 if TYPE_CHECKING:
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)

@@ -30,10 +30,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound, NotLeader
-from ray_operator.runtime.kinds import LEASE
+from ray_operator.spec.kinds import LEASE
 
 if TYPE_CHECKING:
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ray_operator.runtime.kinds import JOB, POD, Kind
+from ray_operator.spec.kinds import JOB, POD, Kind
 
 Object = dict[str, Any]
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 K = TypeVar("K", bound=Hashable)

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from ray_operator.labels import CLUSTER_LABEL
-from ray_operator.runtime.kinds import Kind, Viewed
 from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector, interned
+from ray_operator.spec.kinds import Kind, Viewed
 
 Object = dict[str, Any]
 

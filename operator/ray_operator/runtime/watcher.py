@@ -57,12 +57,11 @@ from ray_operator.runtime.errors import (
     TransportError,
     error_from_status,
 )
-from ray_operator.runtime.kinds import Kind, LabelSelector
 from ray_operator.runtime.queue import Backoff
 from ray_operator.runtime.store import Change, Store
+from ray_operator.spec.kinds import Kind, LabelSelector
 
 if TYPE_CHECKING:
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)

@@ -43,12 +43,11 @@ from ray_operator.runtime.errors import (
     ReportedError,
     TransportError,
 )
-from ray_operator.runtime.kinds import Kind, ObjectKey
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import CacheSync, Change, StoreView
+from ray_operator.spec.kinds import Kind, ObjectKey
 
 if TYPE_CHECKING:
-    # Annotations only: ray_operator.metrics imports runtime.kinds (a cycle at run time).
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)

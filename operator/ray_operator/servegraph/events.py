@@ -63,8 +63,6 @@ cost at most R fetches per burst.)
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import dataclasses
 import datetime
@@ -80,14 +78,7 @@ from aiohttp import web
 
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
-from ray_operator.runtime.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
 from ray_operator.runtime.store import StoreView
-from ray_operator.servegraph.names import (
-    REFRESH_REQUESTED_ANNOTATION,
-    SECRET_GRAPHS_ANNOTATION,
-    SERVE_GRAPH_GROUP,
-    SERVE_GRAPH_VERSION,
-)
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
     GITHUB_BODY_SIGNATURE_HEADER,
@@ -112,9 +103,17 @@ from ray_operator.server import (
     bounded_runner,
     start_site,
 )
+from ray_operator.spec.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
+from ray_operator.spec.secret_values import SecretValueError, graphs_opted_in, secret_value
+from ray_operator.spec.serve_graph_names import (
+    REFRESH_REQUESTED_ANNOTATION,
+    SECRET_GRAPHS_ANNOTATION,
+    SERVE_GRAPH_GROUP,
+    SERVE_GRAPH_VERSION,
+)
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
 
 logger = logging.getLogger(__name__)
 
@@ -311,16 +310,11 @@ def refresh_secret_value(secret: Mapping[str, Any], *, key: str, graph_name: str
 
     Surrounding whitespace is dropped: a trailing newline from `--from-file` is never meant.
     """
-    annotations = (secret.get("metadata") or {}).get("annotations") or {}
-    allowed = str(annotations.get(SECRET_GRAPHS_ANNOTATION, ""))
-    if graph_name not in {item.strip() for item in allowed.split(",")}:
-        raise RefusedError(403, "forbidden\n")
-    encoded = (secret.get("data") or {}).get(key)
-    if not isinstance(encoded, str):
+    if graph_name not in (graphs_opted_in(secret) or ()):
         raise RefusedError(403, "forbidden\n")
     try:
-        value = base64.b64decode(encoded, validate=True).strip()
-    except (binascii.Error, ValueError):
+        value = secret_value(secret, key).strip()
+    except SecretValueError:
         raise RefusedError(403, "forbidden\n") from None
     if not value:
         raise RefusedError(403, "forbidden\n")

@@ -52,11 +52,13 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from ray_operator.servegraph import addresses, origins
 from ray_operator.servegraph.fairshare import FairShare
-from ray_operator.servegraph.names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
-from ray_operator.servegraph.origins import DEFAULT_PORTS, Origin
 from ray_operator.servegraph.resolution import GuardedResolver, LookupPool, LookupTimedOutError
+from ray_operator.spec import fetch_addresses as addresses
+from ray_operator.spec import fetch_origins as origins
+from ray_operator.spec.fetch_origins import DEFAULT_PORTS, Origin
+from ray_operator.spec.secret_values import graphs_opted_in
+from ray_operator.spec.serve_graph_names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
 from ray_operator.urls import shown_url
 
 logger = logging.getLogger(__name__)
@@ -191,8 +193,8 @@ def check_secret_opt_in(secret: Mapping[str, Any], *, url: str, graph_name: str)
     entries = hosts.split(",")
     if not origins.origin_listed(entries, target):
         _refuse_opt_in(_not_opted_in_message(name, entries, target))
-    graphs = annotations.get(SECRET_GRAPHS_ANNOTATION)
-    if graphs is not None and graph_name not in _comma_list(str(graphs)):
+    graphs = graphs_opted_in(secret)
+    if graphs is not None and graph_name not in graphs:
         _refuse_opt_in(
             f"the token Secret {name} does not opt in for RayServeGraph {graph_name}: add it to "
             f"its {SECRET_GRAPHS_ANNOTATION} annotation"
@@ -653,10 +655,6 @@ def _origin_of(url: str) -> Origin | None:
 
 def _port(url: URL) -> int:
     return url.port or DEFAULT_PORTS[url.scheme]
-
-
-def _comma_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _is_header_safe(value: str) -> bool:

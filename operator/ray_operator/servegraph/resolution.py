@@ -32,8 +32,8 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from ray_operator.servegraph.addresses import parse_ip_literal, refusal
 from ray_operator.servegraph.fairshare import FairShare
+from ray_operator.spec.fetch_addresses import parse_ip_literal, refusal
 
 AddressInfo = tuple[Any, ...]
 GetAddrInfo = Callable[..., list[AddressInfo]]

@@ -2,9 +2,10 @@
 
 A RayJob or RayService whose cluster's dashboard cannot be used gets `DashboardReachable=False`
 with the cause as its reason (`DNSFailure`, `ConnectionRefused`, `Timeout`, `ServerError`,
-`Unauthorized`, `ConnectionFailed`, `NoAddress`, see `dashboard/errors.py`) and a message naming
-the URL and the error; once the dashboard answers again it turns True. The condition is absent
-until a dashboard first fails, so objects whose dashboards always answered look as in KubeRay.
+`Unauthorized`, `ConnectionFailed`, `NoAddress`, see `spec/dashboard_errors.py`) and a message
+naming the URL and the error; once the dashboard answers again it turns True. The condition is
+absent until a dashboard first fails, so objects whose dashboards always answered look as in
+KubeRay.
 
 The condition is also the memory of what was reported: the controller tells the user (Warning
 Event, a WARNING log line) only when `reported_cause` differs from the new cause, so a dashboard

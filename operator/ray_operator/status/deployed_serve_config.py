@@ -38,7 +38,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ray_operator.dashboard.models import DEFAULT_SERVE_APP_NAME, ServeDetails
+from ray_operator.spec.dashboard_models import DEFAULT_SERVE_APP_NAME, ServeDetails
 
 JSON = dict[str, Any]
 

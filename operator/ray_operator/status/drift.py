@@ -64,7 +64,7 @@ _IGNORED: Final[Mapping[str, frozenset[Path]]] = {
 }
 _NOT_COMPARED: Final = frozenset({"apiVersion", "kind", "metadata", "status"})
 _FOUND_BY: Final = frozenset({NODE_TYPE_LABEL, SERVE_LABEL, HEADLESS_WORKER_SERVICE_LABEL})
-"""Labels the cache finds Services by (`runtime/kinds.py: SERVICE_SELECTORS`): restored even on
+"""Labels the cache finds Services by (`spec/kinds.py: SERVICE_SELECTORS`): restored even on
 another operator's object, or it would fall out of the cache (a create answering 409 on every
 reconcile)."""
 _MATCHED_BY_NAME: Final = frozenset({("spec", "ports")})

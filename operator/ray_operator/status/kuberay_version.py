@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.hashing import GoDecodeError, pod_template_hash
-from ray_operator.status import pods as observed
+from ray_operator.spec import pods as observed
+from ray_operator.spec.hashing import GoDecodeError, pod_template_hash
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster

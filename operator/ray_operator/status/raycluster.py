@@ -21,7 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.builders.ray_start import is_gpu_resource
+from ray_operator.spec import pods as observed
+from ray_operator.spec.object_names import identifier
+from ray_operator.spec.quantity import ZERO, Quantity, sum_quantities
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     as_cluster_manifest,
@@ -32,12 +36,7 @@ from ray_operator.builders.manifest import (
     spec,
     worker_groups,
 )
-from ray_operator.builders.naming import identifier
-from ray_operator.builders.quantity import ZERO, Quantity, sum_quantities
-from ray_operator.builders.ray_start import is_gpu_resource
-from ray_operator.status import pods as observed
-from ray_operator.status import waiting
-from ray_operator.status.replicas import (
+from ray_operator.spec.replicas import (
     clamp_int32,
     desired_group_pods,
     hosts_per_replica,
@@ -45,11 +44,12 @@ from ray_operator.status.replicas import (
     max_group_pods,
     min_group_pods,
 )
+from ray_operator.status import waiting
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
 
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 
 # Condition types (KubeRay's RayClusterConditionType values) and reasons.

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator.cron import CronSchedule
-from ray_operator.dashboard.models import SUCCEEDED
-from ray_operator.status.rayjob import COMPLETE, FAILED_STATE, VALIDATION_FAILED, format_time
+from ray_operator.spec.dashboard_models import SUCCEEDED
+from ray_operator.spec.raycronjob import SCHEDULED_TIMESTAMP_ANNOTATION, rayjob_name
+from ray_operator.spec.times import format_time
+from ray_operator.status.rayjob import COMPLETE, FAILED_STATE, VALIDATION_FAILED
 from ray_operator.status.rayservice import parse_time
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
 
 JSON = dict[str, Any]
 
-CRONJOB_NAME_LABEL: Final = "ray.io/cronjob-name"
-SCHEDULED_TIMESTAMP_ANNOTATION: Final = "ray.io/cronjob-scheduled-timestamp"
 FINISHED_STATES: Final = frozenset({COMPLETE, FAILED_STATE, VALIDATION_FAILED})
 
 ALLOW: Final = "Allow"
@@ -83,11 +83,6 @@ def child_job(job: RayJob) -> ChildJob:
         finished=state in FINISHED_STATES,
         succeeded=state == COMPLETE and status.get("jobStatus") == SUCCEEDED,
     )
-
-
-def rayjob_name(cron_name: str, scheduled: datetime.datetime) -> str:
-    """KubeRay's name for the RayJob of one scheduled time (`getRayJobName`)."""
-    return f"{cron_name}-{int(scheduled.timestamp()) // 60}"
 
 
 def plan(

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.dashboard.models import FAILED, SUCCEEDED, JobInfo, is_job_terminal
+from ray_operator.spec.dashboard_models import FAILED, SUCCEEDED, JobInfo, is_job_terminal
+from ray_operator.spec.times import format_time
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster, RayJob
@@ -73,10 +74,6 @@ SIDECAR_SUBMITTER_RESTART_LIMIT = 2
 def state(status: Object) -> str:
     """The `jobDeploymentStatus` ("" for New)."""
     return str(status.get("jobDeploymentStatus") or NEW)
-
-
-def format_time(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> datetime.datetime | None:

@@ -1,7 +1,7 @@
 """A RayServeGraph's status, computed purely: its conditions, its phase, and whether to write it.
 
-Four conditions (`servegraph.names`), each with `observedGeneration` and a message a user can act
-on:
+Four conditions (`spec.serve_graph_names`), each with `observedGeneration` and a message a user
+can act on:
 - `Fetched`: the last fetch (True `Fetched` for a new document, `NotModified` for a 304 or the same
   bytes again; False with the fetch's reason: `Unauthorized`, `SecretNotOptedIn`, `Timeout`, …);
 - `Parsed`: the last document fetched (True `Parsed`; False `NotAServeGraph` / `InvalidGraph`
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.servegraph.names import DEPLOYED, FETCHED, PARSED, READY
+from ray_operator.spec.serve_graph_names import DEPLOYED, FETCHED, PARSED, READY
 from ray_operator.status.conditions import set_condition
 
 if TYPE_CHECKING:

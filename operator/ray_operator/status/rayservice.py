@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import json_copy
 from ray_operator.builders.rayservice import build_cluster_for_service, is_cluster_spec_hash_equal
-from ray_operator.dashboard.models import ServeApplicationStatus
+from ray_operator.spec.dashboard_models import ServeApplicationStatus
+from ray_operator.spec.raycluster import json_copy
 from ray_operator.status.conditions import set_condition
 from ray_operator.validation.rayservice import (
     INITIALIZING_TIMEOUT_ANNOTATION,

@@ -31,8 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import labels as names
-from ray_operator.builders.hashing import GoDecodeError, pod_template_hash
-from ray_operator.builders.manifest import (
+from ray_operator.spec import pods as observed
+from ray_operator.spec.hashing import GoDecodeError, pod_template_hash
+from ray_operator.spec.raycluster import (
     ClusterLike,
     as_cluster_manifest,
     cluster_annotations,
@@ -41,8 +42,7 @@ from ray_operator.builders.manifest import (
     spec,
     worker_groups,
 )
-from ray_operator.status import pods as observed
-from ray_operator.status.replicas import desired_group_pods, hosts_per_replica, is_group_suspended
+from ray_operator.spec.replicas import desired_group_pods, hosts_per_replica, is_group_suspended
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster, WorkerGroupSpec

@@ -24,7 +24,7 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ray_operator.status import pods as observed
+from ray_operator.spec import pods as observed
 from ray_operator.status.conditions import set_condition
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import dataclasses
 import re
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import JSON
+from ray_operator.spec.raycluster import JSON
 from ray_operator.validation.errors import FieldError, invalid, shown, too_long
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import MAX_CLUSTER_NAME_LENGTH, validate_raycluster

@@ -3,7 +3,7 @@
 The CRD schema admits a little that apimachinery refuses when it decodes the typed object: a
 quantity such as `1e99999999999999999999` matches the CRD's Quantity pattern, but its exponent
 overflows `ParseQuantity`. KubeRay cannot read such an object at all, and its hash annotations
-(which we must reproduce value for value) cannot exist, so `builders.hashing` raises
+(which we must reproduce value for value) cannot exist, so `spec.hashing` raises
 `GoDecodeError`. With the webhook on, such a spec may still arrive (an object written before the
 webhook was, or with it off); the controllers then report it here, as every invalid spec: a Warning
 Event and a condition, never a crash loop.
@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ray_operator.builders.go_json import GoDecodeError
-from ray_operator.builders.hashing import pod_template_hash
+from ray_operator.spec.go_json import GoDecodeError
+from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.validation.errors import FieldError, invalid, shown
 
 # `field`, `.field`, `[index]` or `[key]`: the steps of a `GoDecodeError.path`.

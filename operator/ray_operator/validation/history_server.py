@@ -21,8 +21,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator.builders.history_server import COLLECTOR_CONTAINER_NAME, MANAGED_COLLECTOR_ENV
-from ray_operator.builders.manifest import head_group, pod_spec, spec, worker_groups
 from ray_operator.features import RAY_CLUSTER_HISTORY_SERVER
+from ray_operator.spec.raycluster import head_group, pod_spec, spec, worker_groups
 from ray_operator.validation.errors import (
     FieldError,
     forbidden,
@@ -37,7 +37,7 @@ from ray_operator.validation.pod_template import container_errors
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster
 
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 PATH: Final = "spec.historyServerOptions"
 OPTIONS_PATH: Final = f"{PATH}.collectorOptions"

@@ -22,7 +22,7 @@ RayJob rules run on their embedded specs (`validation/embedded.py` and the stand
 A template only matters in the operator's own namespace: elsewhere the same name is another
 ServiceAccount. An object whose namespace is not known is held to the rule (it may be there).
 Kubernetes itself lets anyone who may create Pods in a namespace run them as any of its
-ServiceAccounts, so the operator's namespace should not be a tenant's (README, threat model);
+ServiceAccounts, so the operator's namespace should not be a tenant's (docs/security.md);
 this rule keeps the operator from being the way round that for someone who may only create Ray
 objects.
 """
@@ -33,7 +33,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.builders.manifest import (
+from ray_operator.spec.raycluster import (
     head_group,
     is_autoscaling_enabled,
     metadata,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
 from ray_operator import features
-from ray_operator.builders.manifest import JSON, is_autoscaling_enabled
+from ray_operator.spec.raycluster import JSON, is_autoscaling_enabled
 from ray_operator.validation.errors import FieldError, forbidden, invalid, required, shown
 from ray_operator.validation.limits import ClusterLimits
 from ray_operator.validation.raycluster import is_dns1123_subdomain

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import features
-from ray_operator.builders.manifest import spec
 from ray_operator.builders.mtls import (
     TLS_ENV_VARS,
     TLS_MOUNT_PATH,
@@ -26,6 +25,7 @@ from ray_operator.builders.mtls import (
     WAIT_FOR_IP_SAN_CONTAINER,
     is_tls_enabled,
 )
+from ray_operator.spec.raycluster import spec
 from ray_operator.validation.errors import FieldError, forbidden
 from ray_operator.validation.limits import ClusterLimits
 

@@ -32,7 +32,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ray_operator import features
-from ray_operator.builders.manifest import head_group, spec
 from ray_operator.builders.network_policies import (
     DASHBOARD_PORT_PARAM,
     MODES,
@@ -40,6 +39,7 @@ from ray_operator.builders.network_policies import (
     restricts_egress,
     restricts_ingress,
 )
+from ray_operator.spec.raycluster import head_group, spec
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,

@@ -10,7 +10,7 @@ break, with the API server's wording and paths relative to the template:
   container, `protocol` TCP, UDP or SCTP;
 - `env[].name` and `envFrom[].prefix`: printable ASCII other than '=' (the rule Kubernetes 1.34
   applies, RelaxedEnvironmentVariableValidation being GA);
-- `resources.limits`/`requests`: valid, bounded quantities (`builders.quantity`), not negative,
+- `resources.limits`/`requests`: valid, bounded quantities (`spec.quantity`), not negative,
   a request at most its limit; extended resources (`nvidia.com/gpu`) and huge pages whole and
   with a request equal to a limit that must be set.
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ray_operator.builders.quantity import InvalidQuantityError, Quantity
+from ray_operator.spec.quantity import InvalidQuantityError, Quantity
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import features
 from ray_operator import labels as names
-from ray_operator.builders.manifest import (
+from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
     autoscaler_version,
@@ -43,7 +43,7 @@ from ray_operator.builders.manifest import (
     parse_version,
     spec,
 )
-from ray_operator.status.replicas import desired_group_pods, hosts_per_replica
+from ray_operator.spec.replicas import desired_group_pods, hosts_per_replica
 from ray_operator.validation.errors import (
     FieldError,
     duplicate,
@@ -65,7 +65,7 @@ from ray_operator.validation.pod_template import pod_template_errors, quantity_m
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster
 
-    from ray_operator.builders.manifest import GroupSpec
+    from ray_operator.spec.raycluster import GroupSpec
 
 # 63 - len("-serve-svc"): the longest name whose derived Service names all fit in a DNS label.
 MAX_CLUSTER_NAME_LENGTH = 53

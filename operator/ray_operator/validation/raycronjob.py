@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ray_operator.builders.manifest import JSON, ClusterLike
 from ray_operator.cron import InvalidScheduleError, parse_schedule
+from ray_operator.spec.raycluster import JSON, ClusterLike
 from ray_operator.validation.embedded import MAX_OWNER_NAME_LENGTH, owner_name_errors
 from ray_operator.validation.errors import FieldError, invalid, shown, too_long
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits

@@ -6,7 +6,7 @@ Pure: a RayServeGraph (plain dict) in, every violation out, each naming its fiel
   `allowInsecureHTTP: true`), a host, no `user:password@` (the token belongs in
   `tokenSecretRef`), no host the fetch always refuses when it is an IP literal (link-local,
   cloud metadata such as `169.254.169.254` and Azure's `168.63.129.16`, unspecified, multicast,
-  reserved, numeric spellings: `servegraph.addresses`; loopback depends on an operator flag and
+  reserved, numeric spellings: `spec.fetch_addresses`; loopback depends on an operator flag and
   names on DNS, so the fetch judges those); `timeoutSeconds` 1–300; `maxBytes` 1–64 MiB;
   `pollInterval` a Go duration (or whole seconds), 0 (no polling) or at least 10 s; every
   Secret reference (`tokenSecretRef`, `caBundleSecretRef`, `refresh.secretRef`) a Secret name
@@ -28,8 +28,8 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ray_operator.builders.manifest import JSON
-from ray_operator.servegraph.addresses import literal_refusal
+from ray_operator.spec.fetch_addresses import literal_refusal
+from ray_operator.spec.raycluster import JSON
 from ray_operator.validation.errors import (
     FieldError,
     forbidden,

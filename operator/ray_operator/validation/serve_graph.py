@@ -44,7 +44,7 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from google.protobuf.unknown_fields import UnknownFieldSet
 from ray_operator_io.v1alpha1 import serve_graph_pb2
 
-from ray_operator.servegraph.names import MAX_DOCUMENT_BYTES
+from ray_operator.spec.serve_graph_names import MAX_DOCUMENT_BYTES
 
 NOT_A_SERVE_GRAPH = "NotAServeGraph"
 INVALID_GRAPH = "InvalidGraph"

@@ -12,7 +12,7 @@ every replica.
     component.py      `Webhooks.run()`: the root task tying them together
 
 Validation lives in `ray_operator.validation` and defaulting in `ray_operator.defaults`, shared
-with the controllers; this package only adapts them to admission. See README.md here for the
+with the controllers; this package only adapts them to admission. docs/webhooks.md has the
 rules, the defaults, the modes and the wiring.
 """
 

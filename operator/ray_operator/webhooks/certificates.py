@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from ray_operator.pki import CLOCK_SKEW_ALLOWANCE, KeyPair, create_ca, issue_certificate
 from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from ray_operator.runtime.kinds import Kind
+from ray_operator.spec.kinds import Kind
 
 logger = logging.getLogger(__name__)
 

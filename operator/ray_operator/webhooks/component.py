@@ -47,7 +47,7 @@ from ray_operator.webhooks.tls import ServingCertificate
 
 if TYPE_CHECKING:
     # Annotations only: the app imports its components' factories, never the reverse at run time.
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
     from ray_operator.metrics import Metrics
 
 logger = logging.getLogger(__name__)
@@ -193,15 +193,18 @@ class Webhooks:
         return max(0.1, min(interval, due))
 
 
-def webhook_component(options: WebhookOptions) -> Callable[[ComponentContext], Webhooks]:
-    """The component factory for `app.run(settings, components=[...])`."""
+def webhook_component(
+    options: WebhookOptions, *, limits: ClusterLimits | None = None
+) -> Callable[[ComponentContext], Webhooks]:
+    """The component factory for `app.run(settings, components=[...])`; `limits`: the operator's
+    one `ClusterLimits` (by default built from the context's settings)."""
 
     def build(context: ComponentContext) -> Webhooks:
         # The unguarded client: a standby replica must keep its certificate current too.
         return Webhooks(
             options,
             client=context.client,
-            limits=cluster_limits(context.settings),
+            limits=limits if limits is not None else cluster_limits(context.settings),
             gates=context.settings.feature_gates,
             metrics=context.metrics,
         )

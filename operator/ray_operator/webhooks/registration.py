@@ -23,7 +23,7 @@ from typing import Any
 
 from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import Conflict, KubeError, NotFound
-from ray_operator.runtime.kinds import Kind
+from ray_operator.spec.kinds import Kind
 from ray_operator.webhooks.handlers import admission_paths
 from ray_operator.webhooks.options import WebhookEndpoint
 from ray_operator.webhooks.review import ADMISSION_KINDS, AdmissionKind

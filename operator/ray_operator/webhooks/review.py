@@ -31,10 +31,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ray_operator.builders.manifest import JSON, ClusterLike, as_manifest
 from ray_operator.defaults import default_raycluster, default_rayjob, default_rayservice
 from ray_operator.features import RAY_CRON_JOB
-from ray_operator.servegraph.names import SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
+from ray_operator.spec.raycluster import JSON, ClusterLike, as_manifest
+from ray_operator.spec.serve_graph_names import SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 from ray_operator.validation import FieldError, raycluster_warnings, validate_raycluster
 from ray_operator.validation.errors import MAX_REPORTED_ERRORS, ErrorType, shown
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits

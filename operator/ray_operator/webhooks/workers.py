@@ -42,7 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ray_operator.builders.manifest import JSON
+from ray_operator.spec.raycluster import JSON
 from ray_operator.webhooks.review import AdmissionKind, MalformedReviewError, parse_review
 
 Answer = Callable[[JSON, AdmissionKind], JSON]

@@ -1,6 +1,6 @@
 // Command golayout writes how Go's encoding/json lays out KubeRay's RayClusterSpec: for every
 // struct type reachable from it, its fields in encoding order, their JSON names, their omitempty
-// and omitzero options and their types. ray_operator.builders.go_json replays that layout to
+// and omitzero options and their types. ray_operator.spec.go_json replays that layout to
 // reproduce, byte for byte, the JSON that KubeRay hashes into its annotations
 // (`ray.io/upgrade-strategy-recreate-hash`, `ray.io/hash-without-replicas-and-workers-to-delete`).
 //

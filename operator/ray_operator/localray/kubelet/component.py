@@ -11,7 +11,7 @@ from ray_operator.localray.kubelet.server import KubeletEndpoint, KubeletEndpoin
 from ray_operator.localray.views import LocalPods
 
 if TYPE_CHECKING:
-    from ray_operator.app import ComponentContext
+    from ray_operator.components import ComponentContext
 
 
 class LocalPodsComponent(LocalPods, Protocol):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ray_operator.servegraph.addresses import parse_ip_literal
+from ray_operator.spec.fetch_addresses import parse_ip_literal
 
 Origin = tuple[str, str, int]
 """(scheme, canonical host, port)."""

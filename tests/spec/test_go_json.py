@@ -6,8 +6,8 @@ into `rayv1.RayClusterSpec` (or `resource.Quantity`), then `json.Marshal`."""
 from __future__ import annotations
 
 import pytest
-from ray_operator.builders.go_json import GoDecodeError, marshal
-from ray_operator.builders.quantity import InvalidQuantityError, go_json_quantity
+from ray_operator.spec.go_json import GoDecodeError, marshal
+from ray_operator.spec.quantity import InvalidQuantityError, go_json_quantity
 
 # The Pod template every spec writes, even when absent: a struct value is never omitted.
 EMPTY_TEMPLATE = '"template":{"metadata":{},"spec":{"containers":null}}'

@@ -19,7 +19,7 @@ fetches once when it is newer than `status.lastRefreshHandled`."""
 
 SECRET_HOSTS_ANNOTATION = f"{SERVE_GRAPH_GROUP}/serve-graph-hosts"
 """On a token Secret: the comma-separated origins it may be sent to, `host[:port]` for https
-and `http://host[:port]` for clear text (`servegraph.origins`). A Secret without it is never
+and `http://host[:port]` for clear text (`spec.fetch_origins`). A Secret without it is never
 sent anywhere (no confused deputy)."""
 SECRET_GRAPHS_ANNOTATION = f"{SERVE_GRAPH_GROUP}/serve-graphs"
 """On a token Secret, optional: the comma-separated RayServeGraph names allowed to use it."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray_operator.dashboard.errors import DashboardBadResponse
+from ray_operator.spec.dashboard_errors import DashboardBadResponse
 
 # Ray's JobStatus values (ray.dashboard.modules.job.common.JobStatus).
 PENDING = "PENDING"

@@ -24,7 +24,7 @@ from ray_operator.labels import (
     RAY_POD_SELECTOR,
     SERVE_LABEL,
 )
-from ray_operator.servegraph.names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
+from ray_operator.spec.serve_graph_names import GRAPH_LABEL, SERVE_GRAPH_GROUP, SERVE_GRAPH_VERSION
 
 if TYPE_CHECKING:
     # Types only: the views cost nothing at run time, and the operator never imports them.

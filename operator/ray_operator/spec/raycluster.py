@@ -1,11 +1,11 @@
-"""The bridge from a typed RayCluster to the plain mapping the builders walk.
+"""Reading a RayCluster: the plain mapping every layer walks, and what its spec says.
 
-Builders accept either a generated pydantic model (`ray_io.v1.RayCluster`) or the same object as a
-plain mapping (what the watch cache holds, or what `yaml.safe_load` gives in tests). Either way
-it is turned once into a deep-copied `dict` keyed by the JSON field names, so the builders can
-never mutate the caller's object (KubeRay's `DefaultHeadPodTemplate` mutates `rayStartParams` in
-place; we don't).
-This module also owns the few spec readings several builders share (autoscaling, GCS FT, auth).
+Builders, validation and status accept either a generated pydantic model (`ray_io.v1.RayCluster`)
+or the same object as a plain mapping (what the watch cache holds, or what `yaml.safe_load` gives
+in tests). Either way it is turned once into a deep-copied `dict` keyed by the JSON field names,
+so no reader can mutate the caller's object (KubeRay's `DefaultHeadPodTemplate` mutates
+`rayStartParams` in place; we don't). The readings several layers share (names, groups,
+autoscaling, GCS FT, auth, suspension) live here; building objects from them is `builders/`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ray_operator import labels as names
-from ray_operator.builders.quantity import ZERO, InvalidQuantityError, Quantity
+from ray_operator.spec.quantity import ZERO, InvalidQuantityError, Quantity
 
 if TYPE_CHECKING:
     from ray_io.v1_views import (

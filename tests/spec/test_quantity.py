@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ray_operator.builders.quantity import (
+from ray_operator.spec.quantity import (
     MAX_QUANTITY_LENGTH,
     InvalidQuantityError,
     Quantity,

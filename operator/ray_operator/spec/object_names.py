@@ -14,7 +14,7 @@ import string
 from typing import TYPE_CHECKING
 
 from ray_operator import labels as names
-from ray_operator.builders.manifest import cluster_name, cluster_namespace, head_group
+from ray_operator.spec.raycluster import cluster_name, cluster_namespace, head_group
 
 if TYPE_CHECKING:
     from ray_io.v1_views import RayCluster

@@ -23,8 +23,8 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from ray_operator.builders.go_json import GoDecodeError, marshal
-from ray_operator.builders.manifest import ClusterLike
+from ray_operator.spec.go_json import GoDecodeError, marshal
+from ray_operator.spec.raycluster import ClusterLike
 
 __all__ = ["GoDecodeError", "pod_template_hash", "spec_hash", "spec_hash_of_first_groups"]
 

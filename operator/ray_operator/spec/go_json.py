@@ -36,7 +36,7 @@ from typing import Any
 
 from ray_io import go_layout
 
-from ray_operator.builders.quantity import InvalidQuantityError, go_json_quantity
+from ray_operator.spec.quantity import InvalidQuantityError, go_json_quantity
 
 Encoder = Callable[[Any, list[str]], None]
 

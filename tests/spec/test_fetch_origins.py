@@ -1,4 +1,4 @@
-"""The origin lists of token Secrets and `--serve-graph-allowed-hosts` (`servegraph.origins`):
+"""The origin lists of token Secrets and `--serve-graph-allowed-hosts` (`spec.fetch_origins`):
 one entry, one origin; without a scheme, https only."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from ray_operator.servegraph.origins import (
+from ray_operator.spec.fetch_origins import (
     entry_for,
     malformed_entries,
     origin_listed,
