@@ -1,13 +1,14 @@
 # syntax=docker/dockerfile:1
 # The ray-operator image: `docker build -t ray-operator:0.1.0 .` (or `make docker-build`).
 #
-# Stage 1 builds a wheel of the project (both source roots, operator/ and generated/, see
-# pyproject.toml) and installs it with its runtime dependencies into a virtualenv; stage 2 is
-# the same slim Python with that virtualenv and nothing else: no compiler, no pip, no sources,
-# no test or dev extras. The dependencies are exactly those of the lock (requirements/runtime.txt,
-# exported from uv.lock by `make lock`), checked against their hashes and taken as binary wheels
-# (they ship them for linux/amd64 and linux/arm64), so two builds a week apart install the same
-# files and neither stage needs a compiler.
+# Stage 1 builds a wheel of the project (both source roots, operator/ and generated/, less the
+# development tools: see pyproject.toml) and installs it with its runtime dependencies into a
+# virtualenv; stage 2 is the same slim Python with that virtualenv and nothing else: no compiler,
+# no pip, no sources, no test or dev extras, no development tools. The dependencies are exactly
+# those of the lock (requirements/runtime.txt, exported from uv.lock by `make lock`), checked
+# against their hashes and taken as binary wheels (they ship them for linux/amd64 and
+# linux/arm64), so two builds a week apart install the same files and neither stage needs a
+# compiler.
 
 # Pinned: bump deliberately (and the digest with it, when you pin one).
 ARG PYTHON_IMAGE=python:3.12.12-slim-bookworm

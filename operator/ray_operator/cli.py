@@ -12,24 +12,28 @@ ray-operator convert FILE|- [-o yaml|json]
                                           (cluster.ray.io/v1) as ray.io/v1 RayClusters
 ray-operator --version                    the version (also /metrics' ray_operator_build_info
                                           and the image's org.opencontainers.image.version)
+
+`dev` and `local-cluster` are development commands: the embedded control plane and the local Ray
+agent they run stay in the source checkout (the wheel and the image ship the operator only), and
+from a wheel they say so instead of starting.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ray_operator import __version__
 from ray_operator.lean_imports import defer_unneeded_imports
-from ray_operator.localcluster.binaries import default_cache_dir
 
 if TYPE_CHECKING:
     from ray_operator.components import ComponentFactory
@@ -110,7 +114,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "runtime environments, as a Ray image's Python does in a cluster (default: the `ray` "
         "beside this Python; env RAY_OPERATOR_LOCAL_RAY_EXECUTABLE)",
     )
-    dev.set_defaults(handler=_dev)
+    dev.set_defaults(handler=_development_command("dev", _dev))
 
     local = commands.add_parser("local-cluster", help="the embedded local control plane")
     local_commands = local.add_subparsers(required=True, metavar="ACTION")
@@ -127,10 +131,10 @@ def _build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--dir",
             type=Path,
-            default=default_cache_dir() / "local-cluster",
+            default=_local_cluster_state_dir(),
             help="state directory (default: %(default)s)",
         )
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=_development_command(f"local-cluster {action}", handler))
     convert = commands.add_parser(
         "convert",
         help="convert RayClusters of Ray's legacy operator (cluster.ray.io/v1) to ray.io/v1",
@@ -145,6 +149,45 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     convert.set_defaults(handler=_convert)
     return parser
+
+
+# The development tools are packages of the source checkout that the wheel leaves out
+# (pyproject's packages.find): `dev` and `local-cluster` need both.
+DEVELOPMENT_TOOLS = ("ray_operator.localcluster", "ray_operator.localray")
+
+
+def development_tools_installed() -> bool:
+    """Whether the embedded control plane and the local Ray agent are importable: in a source
+    checkout (the editable install of `make run`), not in the wheel or the image."""
+    return all(importlib.util.find_spec(name) is not None for name in DEVELOPMENT_TOOLS)
+
+
+def _development_command(
+    command: str, handler: Callable[[argparse.Namespace], int]
+) -> Callable[[argparse.Namespace], int]:
+    """`handler`, refusing with a sentence rather than a traceback where the development tools
+    are not installed."""
+
+    def run_if_installed(args: argparse.Namespace) -> int:
+        if not development_tools_installed():
+            raise SystemExit(
+                f"ray-operator {command} is a development command: it runs from a source "
+                "checkout of ray-operator (`make run`), not from the wheel or the image, which "
+                "ship the operator only (`ray-operator run`)"
+            )
+        return handler(args)
+
+    return run_if_installed
+
+
+def _local_cluster_state_dir() -> Path | None:
+    """`local-cluster`'s default state directory, beside the built binaries; None without the
+    development tools (the command then only says where it runs)."""
+    if not development_tools_installed():
+        return None
+    from ray_operator.localcluster.binaries import default_cache_dir
+
+    return default_cache_dir() / "local-cluster"
 
 
 def _convert(args: argparse.Namespace) -> int:

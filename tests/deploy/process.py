@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,16 +63,18 @@ def running_operator(
     log: Path,
     *arguments: str,
     env: Mapping[str, str] | None = None,
+    program: Sequence[str] = (sys.executable, "-m", "ray_operator.cli"),
 ) -> Iterator[OperatorProcess]:
     """`ray-operator run [--kubeconfig kubeconfig] [arguments]`, ready (caches synced) on entry,
     stopped with SIGTERM on exit (which must end it cleanly, exit code 0).
 
     Probes and metrics listen on a free loopback port whatever `arguments` say (the flags come
-    last, and the last one wins). `env` replaces the environment (None: inherit ours).
+    last, and the last one wins). `env` replaces the environment (None: inherit ours). `program`
+    is the `ray-operator` that runs (by default this Python's, from the source tree).
     """
     port = _free_loopback_port()
     command = [
-        sys.executable, "-m", "ray_operator.cli", "run",
+        *program, "run",
         *([f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []),
         *arguments,
         f"--health-addr=127.0.0.1:{port}",

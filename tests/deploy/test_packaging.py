@@ -10,11 +10,18 @@
 - The version has one place (ray_operator.__version__): the wheel, `ray-operator --version`,
   /metrics' build info, the image label and tag, the chart's appVersion and the kustomize tag.
 - The wheel carries the Apache-2.0 text, the classifiers and the project URLs.
+- The wheel, and so the image, ships the operator only: every module of the package but none of
+  the development tools (the benchmarks, the embedded control plane, the local Ray agent, the API
+  generator and its OpenAPI documents). Installed as the image installs it (the locked runtime
+  requirements, then the wheel without dependencies), every module it ships imports, its
+  `ray-operator run` gets ready against a real API server, and `ray-operator dev` and
+  `local-cluster` say that they run from a source checkout.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 import subprocess
@@ -33,16 +40,20 @@ from packaging.version import Version
 from prometheus_client.parser import text_string_to_metric_families
 from ray_operator import __version__
 from ray_operator.cli import main
+from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics, python_version
 
 from tests.conftest import REPO_ROOT
 from tests.deploy.dockerfile import instructions, stages
+from tests.deploy.process import running_operator
 
 PYPROJECT: dict[str, Any] = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 REQUIREMENTS = sorted((REPO_ROOT / "requirements").glob("*.txt"))
 # The SHA-256 of https://www.apache.org/licenses/LICENSE-2.0.txt, the text every Apache-2.0
 # project ships (its appendix keeps the "[yyyy] [name of copyright owner]" template).
 APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+# The packages of the source checkout that the wheel leaves out: development tools.
+DEVELOPMENT_TOOLS = ("bench", "localcluster", "localray", "apigen")
 
 
 def uv() -> str:
@@ -228,3 +239,135 @@ def test_the_wheel_carries_the_classifiers_and_urls_the_readme_names(
     assert urls
     readme = (REPO_ROOT / "README.md").read_text()
     assert all(url in readme for url in urls), urls
+
+
+def test_the_wheel_ships_every_operator_module_and_none_of_the_development_tools(
+    wheel_metadata: tuple[Message, zipfile.ZipFile],
+) -> None:
+    _, wheel = wheel_metadata
+    shipped = set(wheel.namelist())
+    package = REPO_ROOT / "operator" / "ray_operator"
+    operator_modules = {
+        f"ray_operator/{path.relative_to(package).as_posix()}"
+        for path in package.rglob("*.py")
+        if path.relative_to(package).parts[0] not in DEVELOPMENT_TOOLS
+    }
+    assert operator_modules - shipped == set()
+    development = sorted(
+        name
+        for name in shipped
+        if name.startswith("ray_operator/") and name.split("/")[1] in DEVELOPMENT_TOOLS
+    )
+    assert development == []
+    # The only JSON the operator reads is the CRDs' (ray_operator.crds): no OpenAPI document.
+    documents = {name for name in shipped if name.endswith(".json")}
+    assert documents
+    assert {name for name in documents if "/crds/" not in name} == set()
+
+
+def image_environment() -> dict[str, str]:
+    """Our environment less PYTHONPATH: nothing of the source tree reaches the image's Python."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+
+
+@pytest.fixture(scope="module")
+def image_virtualenv(
+    wheel_metadata: tuple[Message, zipfile.ZipFile], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A virtualenv holding what the image's holds, installed as the Dockerfile installs it: the
+    locked runtime requirements (hashes checked, binary wheels), then the wheel without
+    dependencies of its own, then `pip check` (pip's cache kept, bytecode not compiled)."""
+    _, wheel = wheel_metadata
+    virtualenv = tmp_path_factory.mktemp("image") / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(virtualenv)], check=True, timeout=120
+    )
+    pip = [sys.executable, "-m", "pip", "--python", str(virtualenv / "bin" / "python")]
+    for arguments in (
+        [
+            *("install", "--quiet", "--no-compile", "--require-hashes", "--no-deps"),
+            *("--only-binary", ":all:", "-r", str(REPO_ROOT / "requirements" / "runtime.txt")),
+        ],
+        ["install", "--quiet", "--no-compile", "--no-deps", str(wheel.filename)],
+        ["check"],
+    ):
+        result = subprocess.run(
+            [*pip, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env=image_environment(),
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    return virtualenv
+
+
+def run_in_image(
+    virtualenv: Path, program: str, *arguments: str
+) -> subprocess.CompletedProcess[str]:
+    """`program` of the image's virtualenv (`python`, `ray-operator`), from the repository root."""
+    return subprocess.run(
+        [str(virtualenv / "bin" / program), *arguments],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=image_environment(),
+    )
+
+
+def test_every_module_the_wheel_ships_imports_with_only_the_locked_runtime_requirements(
+    image_virtualenv: Path,
+) -> None:
+    found = run_in_image(
+        image_virtualenv, "python", "-c", "import ray_operator; print(ray_operator.__file__)"
+    )
+    assert Path(found.stdout.strip()).is_relative_to(image_virtualenv), found.stdout
+    imported = run_in_image(image_virtualenv, "python", "-m", "tests.import_every_module")
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert re.search(r": [1-9]\d* modules imported, 0 failed$", imported.stdout.strip())
+
+
+def test_the_wheels_entry_point_prints_the_package_version(image_virtualenv: Path) -> None:
+    printed = run_in_image(image_virtualenv, "ray-operator", "--version")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == f"ray-operator {__version__}\n"
+
+
+def test_the_wheels_ray_operator_run_syncs_its_caches_and_gets_ready(
+    image_virtualenv: Path, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    with running_operator(
+        control_plane.kubeconfig,
+        tmp_path / "operator.log",
+        f"--namespace={namespace}",
+        f"--lease-namespace={namespace}",
+        env=image_environment(),
+        program=[str(image_virtualenv / "bin" / "ray-operator")],
+    ) as operator:
+        assert operator.readyz() == 200
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("dev", "--kubeconfig={missing}"), ("local-cluster", "stop", "--dir={missing}")],
+    ids=["dev", "local-cluster"],
+)
+def test_the_wheels_development_commands_say_they_run_from_a_source_checkout(
+    image_virtualenv: Path, command: tuple[str, ...], tmp_path: Path
+) -> None:
+    # A missing kubeconfig and state directory: were the tools installed after all, the
+    # command would fail or do nothing rather than start a control plane.
+    missing = tmp_path / "missing"
+    refused = run_in_image(
+        image_virtualenv, "ray-operator", *(word.format(missing=missing) for word in command)
+    )
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr, refused.stderr
+    subcommand = " ".join(word for word in command if not word.startswith("--"))
+    assert refused.stderr.startswith(
+        f"ray-operator {subcommand} is a development command: it runs from a source checkout"
+    ), refused.stderr
+    assert "(`make run`)" in refused.stderr
