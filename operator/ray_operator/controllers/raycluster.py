@@ -46,7 +46,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ray_operator import labels as names
 from ray_operator.builders.auth import (
     auth_secret_name,
     build_auth_secret,
@@ -99,6 +98,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import (
     INGRESS,
     JOB,

@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
 from ray_operator.controllers import status_writer
@@ -53,6 +52,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
 from ray_operator.spec.dashboard_models import is_job_terminal
 from ray_operator.spec.kinds import (

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ray_operator import labels as names
 from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.controllers.owned_objects import Batch, OwnedObjects, run_bounded
 from ray_operator.runtime.client import PatchType
@@ -33,6 +32,7 @@ from ray_operator.runtime.errors import (
     ServerError,
     TransportError,
 )
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import POD, RAY_CLUSTER, ObjectKey
 from ray_operator.spec.object_names import random_suffix, replica_group_name
 from ray_operator.status import raycluster as cluster_status
