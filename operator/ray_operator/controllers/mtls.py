@@ -51,10 +51,10 @@ from ray_operator.spec.raycluster import cluster_name, spec
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster
 
+    from ray_operator.planning.scaling import ScalingPlan
     from ray_operator.runtime.client import KubeClient
     from ray_operator.runtime.events import EventRecorder
     from ray_operator.runtime.store import StoreView
-    from ray_operator.status.scaling import ScalingPlan
 
 logger = logging.getLogger(__name__)
 

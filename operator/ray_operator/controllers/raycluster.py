@@ -3,7 +3,7 @@
 `reconcile` reads like a table of contents: validate, remove what an earlier incarnation left,
 ensure the Services, RBAC, auth Secret, Ingress, GCS storage, NetworkPolicies and mTLS PKI, carry
 out the scaling plan, clear `workersToDelete`, write the status. The decisions are pure functions
-elsewhere (`builders/` build the objects, `status/scaling.py` plans, `status/raycluster.py`
+elsewhere (`builders/` build the objects, `planning/scaling.py` plans, `status/raycluster.py`
 computes the status, `validation/` judges the spec); the steps that execute them against the API
 are objects of their own, one per responsibility:
 
@@ -90,6 +90,9 @@ from ray_operator.controllers.owned_objects import (
 from ray_operator.controllers.raycluster_status import ClusterStatusWriter
 from ray_operator.controllers.scaling_executor import Outcome, ScalingExecutor
 from ray_operator.features import RAY_CLUSTER_MTLS, RAY_CLUSTER_NETWORK_POLICY
+from ray_operator.planning.drift import owner_description
+from ray_operator.planning.kuberay_version import head_pod_restamps
+from ray_operator.planning.scaling import plan_scaling
 from ray_operator.runtime.controller import (
     ControllerContext,
     Result,
@@ -115,9 +118,6 @@ from ray_operator.spec.kinds import (
 from ray_operator.spec.object_names import check_name
 from ray_operator.spec.raycluster import is_autoscaling_enabled, spec
 from ray_operator.status import raycluster as cluster_status
-from ray_operator.status.drift import owner_description
-from ray_operator.status.kuberay_version import head_pod_restamps
-from ray_operator.status.scaling import plan_scaling
 from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
@@ -440,7 +440,7 @@ class RayClusterController:
         self, key: ObjectKey, cluster: RayCluster
     ) -> None:
         """Recreate upgrade: a head Pod another KubeRay version stamped gets our hash and version
-        (one merge patch, no recreate), as KubeRay does (`status/kuberay_version`). A failure is
+        (one merge patch, no recreate), as KubeRay does (`planning/kuberay_version`). A failure is
         only logged, as in KubeRay: the head is not recreated meanwhile, the next reconcile
         tries again."""
         for name, patch in head_pod_restamps(cluster, self._objects.observed_pods(key, cluster)):

@@ -52,6 +52,7 @@ from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, re
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
+from ray_operator.planning.drift import selector_patch
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -71,7 +72,6 @@ from ray_operator.status import rayservice as rules
 from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability
 from ray_operator.status.deployed_serve_config import serve_config_deployed
-from ray_operator.status.drift import selector_patch
 from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice

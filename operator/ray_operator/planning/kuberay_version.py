@@ -6,7 +6,7 @@ With `upgradeStrategy.type: Recreate`, KubeRay compares the head Pod's
 carry a hash its own Go types wrote, different for the same spec; KubeRay's
 `shouldRecreatePodsForUpgrade` then recreates nothing and rewrites both annotations to its own
 values, so only a later change of the spec recreates the Pods. `head_pod_restamps` says which
-merge patch goes to which head Pod for that; `status.scaling` meanwhile plans no recreate for such
+merge patch goes to which head Pod for that; `planning.scaling` meanwhile plans no recreate for such
 a head.
 """
 
