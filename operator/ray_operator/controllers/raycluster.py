@@ -117,6 +117,7 @@ from ray_operator.spec.kinds import (
 )
 from ray_operator.spec.object_names import check_name
 from ray_operator.spec.raycluster import is_autoscaling_enabled, spec
+from ray_operator.spec.version_memo import VersionMemo
 from ray_operator.status import raycluster as cluster_status
 from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
@@ -173,9 +174,9 @@ class RayClusterController:
         self._auth_secret_ensured: set[str] = set()
         # The Secrets this process created (cluster key -> Secret uid), deleted with the cluster.
         self._generated_auth_secrets: dict[ObjectKey, str] = {}
-        # Per cluster, ((uid, resourceVersion), problems) of the version last validated: most
-        # reconciles come from Pod events and see the same version of the cluster again.
-        self._validated: dict[ObjectKey, tuple[tuple[str, str], list[FieldError]]] = {}
+        # Per cluster, the problems of the version last validated: most reconciles come from Pod
+        # events and see the same version of the cluster again.
+        self._validated: VersionMemo[ObjectKey, list[FieldError]] = VersionMemo()
         self._objects = objects = OwnedObjects(
             store=self._store, client=self._client, events=self._events
         )
@@ -294,13 +295,11 @@ class RayClusterController:
         KubeRay's Go types would (a spec Go cannot decode has no head Pod hash), about 40 ms for
         a 1.3 MB spec — so it is not repeated for every Pod event while the cluster is unchanged.
         """
-        metadata = cluster["metadata"]
-        version = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
-        known = self._validated.get(key)
-        if known is not None and known[0] == version:
-            return known[1]
-        problems = validate_raycluster(cluster, limits=self._limits)
-        self._validated[key] = (version, problems)
+        problems = self._validated.get(key, cluster)
+        if problems is None:
+            problems = self._validated.remember(
+                key, cluster, validate_raycluster(cluster, limits=self._limits)
+            )
         return problems
 
     async def delete_everything_of_deleted_cluster(self, key: ObjectKey, batch: Batch) -> None:
@@ -316,7 +315,7 @@ class RayClusterController:
             self._objects.forget(key)
             self._status.forget(key)
             self._gcs_fault_tolerance.forget(key)
-            self._validated.pop(key, None)
+            self._validated.forget(key)
             self._mtls.forget(key)
 
     async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
