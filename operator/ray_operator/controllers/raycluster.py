@@ -74,7 +74,6 @@ from ray_operator.controllers.gcs_fault_tolerance import GcsFaultTolerance
 from ray_operator.controllers.mtls import (
     CERT_MANAGER_RECHECK_S,
     ClusterMTLS,
-    ClusterObjects,
     requeue_sooner,
 )
 from ray_operator.controllers.network_policies import NetworkPolicySteps
@@ -207,9 +206,8 @@ class RayClusterController:
             client=self._client,
             store=self._store,
             events=self._events,
-            objects=ClusterObjects(
-                objects.observed, objects.observed_pods, self._ensure_object, objects.delete
-            ),
+            objects=objects,
+            ensure_object=self._ensure_object,
             gate_on=limits.feature_gates.enabled(RAY_CLUSTER_MTLS),
             cluster_domain=self._pod_options.cluster_domain,
         )
