@@ -67,7 +67,7 @@ typecheck: $(INSTALLED)
 ## runtime and test dependencies but no Ray: every module imported, and the tests of the pure
 ## layers (pyproject's "Pure layers" import-linter contract) that need no Ray; and mypy for that version
 ## (--python-version: that Python's standard library; run from $(VENV), which has Ray's types)
-PURE_LAYER_TESTS := tests/spec tests/builders tests/status tests/validation tests/cron tests/bounded_yaml \
+PURE_LAYER_TESTS := tests/spec tests/builders tests/status tests/planning tests/validation tests/cron tests/bounded_yaml \
 	tests/bounded_json tests/legacy tests/localray/test_plan.py tests/localray/test_redis_plan.py \
 	tests/localray/test_volumes.py tests/runtime/test_feature_gates.py
 pythons: $(addprefix python-,$(OTHER_PYTHONS))

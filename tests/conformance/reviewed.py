@@ -91,15 +91,16 @@ NOT_RUN: tuple[Reviewed, ...] = (
     Reviewed(
         "e2erayjob",
         exactly("TestRayJob", "RuntimeEnvYAML is not a valid YAML string"),
-        "our validating webhook refuses the invalid runtimeEnvYAML at admission (README, "
-        "Differences from KubeRay); KubeRay, without webhooks, accepts it and fails the RayJob",
+        "our validating webhook refuses the invalid runtimeEnvYAML at admission "
+        "(docs/differences-from-kuberay.md); KubeRay, without webhooks, accepts it and fails the "
+        "RayJob",
     ),
     Reviewed(
         "e2erayjob",
         exactly("TestRayJob", "RayJob name too long with 48 characters"),
-        "our validating webhook refuses a RayJob name over 47 characters at admission (README, "
-        "Differences from KubeRay); KubeRay, without webhooks, accepts it and marks the RayJob "
-        "ValidationFailed",
+        "our validating webhook refuses a RayJob name over 47 characters at admission "
+        "(docs/differences-from-kuberay.md); KubeRay, without webhooks, accepts it and marks the "
+        "RayJob ValidationFailed",
     ),
     # Every other e2erayservice test, and every RayService sample, serves an app that Ray
     # downloads from github.com (`runtime_env.working_dir`); the locust load tests also install

@@ -17,8 +17,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_operator import labels as names
 from ray_operator.builders.pods import build_head_pod
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.spec.kinds import POD, RAY_CLUSTER
 

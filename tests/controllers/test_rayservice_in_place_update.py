@@ -19,8 +19,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import POD, RAY_CLUSTER, Kind
 
 from tests.controllers.conftest import Harness, reconcile_errors

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 import yaml
-from ray_operator import labels as names
 from ray_operator.builders.containers import ensure_metrics_port
 from ray_operator.localcluster.binaries import ensure_go_program, ensure_promtool
 from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.queue import WorkQueue
+from ray_operator.spec import kuberay_names as names
 
 from tests.conftest import Kubectl
 from tests.deploy.helm import CHART, helm, render

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_operator import labels as names
 from ray_operator.localray.agent import LocalRayRegistry
 from ray_operator.localray.scope import (
     FORGET_AFTER_SECONDS,
@@ -26,6 +25,7 @@ from ray_operator.localray.scope import (
 )
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.store import Store
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import JOB, RAY_CLUSTER, RAY_JOB
 
 from tests.builders.clusters import raycluster

@@ -5,7 +5,7 @@ would requeue at once, in a loop); the soonest requeue wins."""
 from __future__ import annotations
 
 from ray_operator.controllers.mtls import requeue_sooner, without_creates
-from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan
+from ray_operator.planning.scaling import GroupPlan, PodDeletion, ScalingPlan
 
 
 def test_holding_creates_keeps_deletions_and_wants_no_pod() -> None:

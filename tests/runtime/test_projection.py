@@ -19,6 +19,7 @@ import yaml
 from ray_operator.builders import build_head_pod, build_worker_pod
 from ray_operator.builders.redis_cleanup import is_redis_cleanup_job, job_outcome
 from ray_operator.dashboard.resolver import InClusterResolver, head_pod_to_address
+from ray_operator.planning.scaling import plan_scaling
 from ray_operator.runtime.projection import JOB_FIELDS, POD_FIELDS, Projector
 from ray_operator.runtime.store import Store
 from ray_operator.spec import pods as observed
@@ -27,7 +28,6 @@ from ray_operator.status import rayjob as rayjob_status
 from ray_operator.status import waiting
 from ray_operator.status.raycluster import compute_status
 from ray_operator.status.rayservice import count_serve_endpoints
-from ray_operator.status.scaling import plan_scaling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.UTC)

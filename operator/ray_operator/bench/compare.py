@@ -48,10 +48,10 @@ from ray_operator.bench.report import Report, percentile
 from ray_operator.bench.scaling import Scaler
 from ray_operator.bench.session import READY_TIMEOUT_SECONDS, BenchSession
 from ray_operator.bench.watching import ANY_CLUSTER
-from ray_operator.labels import CLUSTER_LABEL, NODE_TYPE_LABEL
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.spec.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kuberay_names import CLUSTER_LABEL, NODE_TYPE_LABEL
 
 OPERATOR_USER = "operator-under-test"
 """The operator's user name (client certificate CN, group system:masters so RBAC is no factor)."""

@@ -19,9 +19,9 @@ import copy
 import uuid
 from typing import Any
 
-from ray_operator import labels as names
 from ray_operator.builders.pods import build_head_pod, build_worker_pod
 from ray_operator.builders.services import build_head_service
+from ray_operator.spec import kuberay_names as names
 
 Object = dict[str, Any]
 

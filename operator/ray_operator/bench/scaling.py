@@ -27,9 +27,9 @@ from ray_operator.bench.operator_process import OperatorProcess
 from ray_operator.bench.report import Figure, Target, percentile
 from ray_operator.bench.session import BenchSession, describe_activity
 from ray_operator.bench.watching import ArrivalWatch
-from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import PatchType
 from ray_operator.spec.kinds import POD, RAY_CLUSTER
+from ray_operator.spec.kuberay_names import CLUSTER_LABEL
 
 FAIR_A = "fair-a"
 FLOOR = "floor"

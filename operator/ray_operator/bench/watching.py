@@ -19,10 +19,10 @@ import logging
 import time
 from collections import defaultdict
 
-from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Gone, KubeError, error_from_status
 from ray_operator.spec.kinds import Kind
+from ray_operator.spec.kuberay_names import CLUSTER_LABEL
 
 logger = logging.getLogger(__name__)
 

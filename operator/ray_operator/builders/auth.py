@@ -9,8 +9,8 @@ this module stays pure and never sees where randomness comes from.
 
 from __future__ import annotations
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import dependent_metadata
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import check_name
 from ray_operator.spec.raycluster import (
     JSON,

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from ray_operator import labels as names
 from ray_operator.builders.rayjob import owner_reference, submitter_pod_spec
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.go_json import go_string, marshal
 from ray_operator.spec.quantity import ZERO, InvalidQuantityError, Quantity
 from ray_operator.spec.raycluster import (

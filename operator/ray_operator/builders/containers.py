@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders.mtls import is_tls_enabled, set_container_tls
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import check_name
 from ray_operator.spec.raycluster import JSON, parse_version
 

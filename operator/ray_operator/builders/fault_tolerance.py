@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders.containers import append_env, has_env, set_env_default
 from ray_operator.builders.metadata import owner_references
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.quantity import InvalidQuantityError, Quantity
 from ray_operator.spec.raycluster import (
     JSON,

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.rayjob import originated_labels, owner_reference
 from ray_operator.builders.rayservice import build_serve_service_for_service
 from ray_operator.builders.services import head_ports
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import serve_service_name
 from ray_operator.spec.raycluster import JSON
 

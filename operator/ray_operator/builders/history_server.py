@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders import containers as inject
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import (
     JSON,
     cluster_name,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.services import head_ports
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import check_name, head_service_name, identifier
 from ray_operator.spec.raycluster import (
     JSON,

@@ -34,8 +34,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.rayjob import owner_reference
+from ray_operator.spec import kuberay_names as names
 
 JSON = dict[str, Any]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import identifier
 from ray_operator.spec.raycluster import JSON, cluster_name, cluster_namespace, metadata
 

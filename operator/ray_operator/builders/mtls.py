@@ -21,8 +21,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import dependent_metadata
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import head_service_fqdn
 from ray_operator.spec.raycluster import JSON, cluster_name, metadata, ray_container, spec
 

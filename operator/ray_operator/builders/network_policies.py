@@ -27,10 +27,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import dependent_metadata
 from ray_operator.builders.rayjob import JOB_SUBMISSION_MODE_LABEL
 from ray_operator.spec import go_json
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ray_operator import features
-from ray_operator import labels as names
 from ray_operator.builders import containers as inject
 from ray_operator.builders import history_server
 from ray_operator.builders.batch_scheduling import HEAD_GROUP, add_scheduling_metadata
@@ -22,6 +21,7 @@ from ray_operator.builders.fault_tolerance import configure_gcs_fault_tolerance
 from ray_operator.builders.metadata import owner_references, pod_labels
 from ray_operator.builders.mtls import configure_tls
 from ray_operator.builders.ray_start import complete_params, head_port, ray_start_command
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.hashing import pod_template_hash
 from ray_operator.spec.object_names import (
     check_name,

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ray_operator import bounded_json
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.quantity import InvalidQuantityError, Quantity, format_float_like_go
 from ray_operator.spec.raycluster import JSON
 

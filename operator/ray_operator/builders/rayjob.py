@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import bounded_json
-from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.containers import token_auth_env
 from ray_operator.builders.services import build_head_service
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_models import JobSubmission
 from ray_operator.spec.object_names import check_label, head_service_name
 from ray_operator.spec.raycluster import JSON, json_copy, pod_spec

@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
 from ray_operator.builders.rayjob import (
     build_head_service_for_owner,
@@ -24,6 +23,7 @@ from ray_operator.builders.rayjob import (
     owner_reference,
 )
 from ray_operator.builders.services import NoServePortError, head_ports
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.hashing import spec_hash, spec_hash_of_first_groups
 from ray_operator.spec.object_names import serve_service_name
 from ray_operator.spec.raycluster import JSON, json_copy

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.containers import shell_command
 from ray_operator.builders.metadata import owner_references
 from ray_operator.builders.pods import PodOptions, build_head_pod
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import check_label
 from ray_operator.spec.raycluster import (
     JSON,

@@ -50,7 +50,7 @@ import yaml
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from ray_operator_io.v1alpha1 import serve_graph_pb2
 
-from ray_operator import labels
+from ray_operator.spec import kuberay_names
 from ray_operator.spec.raycluster import JSON
 from ray_operator.spec.serve_graph_names import (
     BUILDER_IMPORT_PATH,
@@ -421,7 +421,7 @@ def _dependent_metadata(rsg: Object, *, name: str, namespace: str) -> JSON:
         "namespace": namespace,
         "labels": {
             GRAPH_LABEL: graph_label_value(rsg["metadata"]["name"]),
-            labels.CREATED_BY_LABEL: labels.CREATED_BY,
+            kuberay_names.CREATED_BY_LABEL: kuberay_names.CREATED_BY,
         },
     }
     owner = _owner_reference(rsg)

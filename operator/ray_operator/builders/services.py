@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ray_operator import labels as names
 from ray_operator.builders.metadata import head_service_selector, owner_references
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import (
     head_service_name,
     headless_service_name,

@@ -18,10 +18,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ray_operator import labels as names
 from ray_operator.builders import batch_scheduling as build
 from ray_operator.runtime.controller import ControllerContext
 from ray_operator.runtime.errors import AlreadyExists, NotFound, ReportedError
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import POD_GROUP_KINDS, RAY_CLUSTER, Kind
 
 logger = logging.getLogger(__name__)

@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.dashboard.client import (
     DashboardClient,
     DashboardEndpoint,
@@ -45,6 +44,7 @@ from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import NotFound
 from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.store import StoreView
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_errors import (
     NO_ADDRESS,
     UNAUTHORIZED,

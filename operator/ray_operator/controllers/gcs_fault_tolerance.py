@@ -21,7 +21,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders.fault_tolerance import (
     build_gcs_storage_pvc,
     external_storage_namespace,
@@ -46,6 +45,7 @@ from ray_operator.controllers.owned_objects import (
 )
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import NamespaceTerminating, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import JOB, PERSISTENT_VOLUME_CLAIM, POD, RAY_CLUSTER, ObjectKey
 from ray_operator.spec.raycluster import is_gcs_ft_embedded, is_gcs_ft_enabled, spec
 

@@ -38,12 +38,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ray_operator import labels as names
 from ray_operator.builders import gateway as gw
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.runtime.controller import Result
 from ray_operator.runtime.errors import AlreadyExists, Forbidden, KubeError, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_errors import DashboardError
 from ray_operator.spec.dashboard_models import ServeApplicationStatus
 from ray_operator.spec.kinds import POD, SERVICE, Kind, ObjectKey

@@ -70,6 +70,7 @@ from ray_operator.spec.kinds import (
     Kind,
     ObjectKey,
 )
+from ray_operator.spec.version_memo import VersionMemo
 from ray_operator.status import legacy as legacy_status
 from ray_operator.status.rayservegraph import ConditionState
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
@@ -120,8 +121,8 @@ class LegacyRayClusterController:
         self._client = context.client
         self._events = context.events
         self._now = clock or (lambda: datetime.datetime.now(datetime.UTC))
-        # Per object: the (uid, resourceVersion) converted last, and the outcome.
-        self._converted: dict[ObjectKey, tuple[tuple[str, str], Converted]] = {}
+        # Per object: the outcome of converting the version last converted.
+        self._converted: VersionMemo[ObjectKey, Converted] = VersionMemo()
         # Per object: the (uid, generation) whose warnings were reported, and the last problem
         # reported (our own status write brings the object back once more: one Event is enough).
         self._warned: dict[ObjectKey, tuple[str, int]] = {}
@@ -173,15 +174,12 @@ class LegacyRayClusterController:
 
     async def convert(self, key: ObjectKey, legacy: Mapping[str, Any]) -> Converted:
         """The conversion of this version of the object (once per resourceVersion)."""
-        metadata = legacy["metadata"]
-        version = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
-        known = self._converted.get(key)
-        if known is not None and known[0] == version:
-            return known[1]
+        known = self._converted.get(key, legacy)
+        if known is not None:
+            return known
         # O(spec), up to tens of milliseconds for a spec at etcd's limit: off the event loop.
         converted = await asyncio.to_thread(self._convert, legacy)
-        self._converted[key] = (version, converted)
-        return converted
+        return self._converted.remember(key, legacy, converted)
 
     def _convert(self, legacy: Mapping[str, Any]) -> Converted:
         try:
@@ -459,8 +457,8 @@ class LegacyRayClusterController:
             await self._client.delete_seen(SERVICE, service)
 
     def _forget(self, key: ObjectKey) -> None:
+        self._converted.forget(key)
         for memory in (
-            self._converted,
             self._warned,
             self._reported,
             self._head_service_done,

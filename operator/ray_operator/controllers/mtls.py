@@ -49,12 +49,13 @@ from ray_operator.spec.kinds import CERTIFICATE, ISSUER, SECRET, Kind, ObjectKey
 from ray_operator.spec.raycluster import cluster_name, spec
 
 if TYPE_CHECKING:
-    from ray_io.v1_views import Pod, RayCluster
+    from ray_io.v1_views import RayCluster
 
+    from ray_operator.controllers.owned_objects import OwnedObjects
+    from ray_operator.planning.scaling import ScalingPlan
     from ray_operator.runtime.client import KubeClient
     from ray_operator.runtime.events import EventRecorder
     from ray_operator.runtime.store import StoreView
-    from ray_operator.status.scaling import ScalingPlan
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +66,6 @@ CERT_MANAGER_RECHECK_S: Final = 60.0
 ISSUANCE_RECHECK_S: Final = 5.0
 """How often Pod creation waiting for issued Secrets looks again (Secrets are not watched; the
 Certificates are, so their Ready condition brings the cluster back at once)."""
-
-
-@dataclass(frozen=True)
-class ClusterObjects:
-    """What the RayCluster controller lends this step: its cache view and its write helpers
-    (expectations, ownership checks, drift repair, Events on failure)."""
-
-    observed: Callable[[Kind[Any], ObjectKey, RayCluster], list[Any]]
-    observed_pods: Callable[[ObjectKey, RayCluster], list[Pod]]
-    ensure_object: Callable[[ObjectKey, RayCluster, Kind[Any], Object], Awaitable[None]]
-    delete: Callable[[ObjectKey, Kind[Any], Object], Awaitable[None]]
 
 
 @dataclass
@@ -93,7 +83,8 @@ class ClusterMTLS:
         client: KubeClient,
         store: StoreView,
         events: EventRecorder,
-        objects: ClusterObjects,
+        objects: OwnedObjects,
+        ensure_object: Callable[[ObjectKey, RayCluster, Kind[Any], Object], Awaitable[None]],
         gate_on: bool,
         cluster_domain: str,
         monotonic: Callable[[], float] = time.monotonic,
@@ -102,6 +93,9 @@ class ClusterMTLS:
         self._store = store
         self._events = events
         self._objects = objects
+        # The RayCluster controller's ensure: a name taken by an object the cluster does not own
+        # stops its reconcile with a ReplicaFailure (its status writer's), as for its Services.
+        self._ensure_object = ensure_object
         self._gate_on = gate_on
         self._cluster_domain = cluster_domain
         self._monotonic = monotonic
@@ -126,7 +120,7 @@ class ClusterMTLS:
         if missing is not None:
             return missing
         for issuer in build_issuers(cluster):
-            await self._objects.ensure_object(key, cluster, ISSUER, issuer)
+            await self._ensure_object(key, cluster, ISSUER, issuer)
         pods = self._objects.observed_pods(key, cluster)
         for certificate in build_certificates(
             cluster, pods=pods, cluster_domain=self._cluster_domain
@@ -208,7 +202,7 @@ class ClusterMTLS:
                 await self._update_sans(key, cluster, existing, desired)
                 updated_from[(uid, name)] = version
                 return
-        await self._objects.ensure_object(key, cluster, CERTIFICATE, desired)
+        await self._ensure_object(key, cluster, CERTIFICATE, desired)
 
     async def _update_sans(
         self, key: ObjectKey, cluster: RayCluster, existing: Object, desired: Object
@@ -406,4 +400,4 @@ def requeue_sooner(*delays: float | None) -> float | None:
     return min(wanted) if wanted else None
 
 
-__all__ = ["ClusterMTLS", "ClusterObjects", "requeue_sooner", "without_creates"]
+__all__ = ["ClusterMTLS", "requeue_sooner", "without_creates"]

@@ -8,7 +8,7 @@ mTLS PKI — writes through it.
 `ensure` is the one "ensure an owned object" sequence: create it, or read the object that already
 has its name; an object of that name the cluster does not own is a collision, handed to the
 caller's policy (an error that stops the cluster, or a Warning told once and the cluster goes on);
-an owned one is brought back to what we set (`status/drift.py` compares only our fields, so a
+an owned one is brought back to what we set (`planning/drift.py` compares only our fields, so a
 converged object costs no request) or to the caller's own repair.
 
 What a cluster owns is decided by ownerReferences (its uid), never by labels alone. Deletes carry
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ray_operator.controllers.expectations import Expectations
+from ray_operator.planning.drift import owner_description, repair_patch
 from ray_operator.runtime.errors import (
     AlreadyExists,
     ApiError,
@@ -48,7 +49,6 @@ from ray_operator.spec.kinds import (
     ObjectKey,
     Viewed,
 )
-from ray_operator.status.drift import owner_description, repair_patch
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster

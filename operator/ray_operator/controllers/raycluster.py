@@ -3,7 +3,7 @@
 `reconcile` reads like a table of contents: validate, remove what an earlier incarnation left,
 ensure the Services, RBAC, auth Secret, Ingress, GCS storage, NetworkPolicies and mTLS PKI, carry
 out the scaling plan, clear `workersToDelete`, write the status. The decisions are pure functions
-elsewhere (`builders/` build the objects, `status/scaling.py` plans, `status/raycluster.py`
+elsewhere (`builders/` build the objects, `planning/scaling.py` plans, `status/raycluster.py`
 computes the status, `validation/` judges the spec); the steps that execute them against the API
 are objects of their own, one per responsibility:
 
@@ -46,7 +46,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ray_operator import labels as names
 from ray_operator.builders.auth import (
     auth_secret_name,
     build_auth_secret,
@@ -75,7 +74,6 @@ from ray_operator.controllers.gcs_fault_tolerance import GcsFaultTolerance
 from ray_operator.controllers.mtls import (
     CERT_MANAGER_RECHECK_S,
     ClusterMTLS,
-    ClusterObjects,
     requeue_sooner,
 )
 from ray_operator.controllers.network_policies import NetworkPolicySteps
@@ -91,6 +89,9 @@ from ray_operator.controllers.owned_objects import (
 from ray_operator.controllers.raycluster_status import ClusterStatusWriter
 from ray_operator.controllers.scaling_executor import Outcome, ScalingExecutor
 from ray_operator.features import RAY_CLUSTER_MTLS, RAY_CLUSTER_NETWORK_POLICY
+from ray_operator.planning.drift import owner_description
+from ray_operator.planning.kuberay_version import head_pod_restamps
+from ray_operator.planning.scaling import plan_scaling
 from ray_operator.runtime.controller import (
     ControllerContext,
     Result,
@@ -99,6 +100,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import (
     INGRESS,
     JOB,
@@ -114,10 +116,8 @@ from ray_operator.spec.kinds import (
 )
 from ray_operator.spec.object_names import check_name
 from ray_operator.spec.raycluster import is_autoscaling_enabled, spec
+from ray_operator.spec.version_memo import VersionMemo
 from ray_operator.status import raycluster as cluster_status
-from ray_operator.status.drift import owner_description
-from ray_operator.status.kuberay_version import head_pod_restamps
-from ray_operator.status.scaling import plan_scaling
 from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.raycluster import validate_raycluster
@@ -173,9 +173,9 @@ class RayClusterController:
         self._auth_secret_ensured: set[str] = set()
         # The Secrets this process created (cluster key -> Secret uid), deleted with the cluster.
         self._generated_auth_secrets: dict[ObjectKey, str] = {}
-        # Per cluster, ((uid, resourceVersion), problems) of the version last validated: most
-        # reconciles come from Pod events and see the same version of the cluster again.
-        self._validated: dict[ObjectKey, tuple[tuple[str, str], list[FieldError]]] = {}
+        # Per cluster, the problems of the version last validated: most reconciles come from Pod
+        # events and see the same version of the cluster again.
+        self._validated: VersionMemo[ObjectKey, list[FieldError]] = VersionMemo()
         self._objects = objects = OwnedObjects(
             store=self._store, client=self._client, events=self._events
         )
@@ -206,9 +206,8 @@ class RayClusterController:
             client=self._client,
             store=self._store,
             events=self._events,
-            objects=ClusterObjects(
-                objects.observed, objects.observed_pods, self._ensure_object, objects.delete
-            ),
+            objects=objects,
+            ensure_object=self._ensure_object,
             gate_on=limits.feature_gates.enabled(RAY_CLUSTER_MTLS),
             cluster_domain=self._pod_options.cluster_domain,
         )
@@ -294,13 +293,11 @@ class RayClusterController:
         KubeRay's Go types would (a spec Go cannot decode has no head Pod hash), about 40 ms for
         a 1.3 MB spec — so it is not repeated for every Pod event while the cluster is unchanged.
         """
-        metadata = cluster["metadata"]
-        version = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
-        known = self._validated.get(key)
-        if known is not None and known[0] == version:
-            return known[1]
-        problems = validate_raycluster(cluster, limits=self._limits)
-        self._validated[key] = (version, problems)
+        problems = self._validated.get(key, cluster)
+        if problems is None:
+            problems = self._validated.remember(
+                key, cluster, validate_raycluster(cluster, limits=self._limits)
+            )
         return problems
 
     async def delete_everything_of_deleted_cluster(self, key: ObjectKey, batch: Batch) -> None:
@@ -316,7 +313,7 @@ class RayClusterController:
             self._objects.forget(key)
             self._status.forget(key)
             self._gcs_fault_tolerance.forget(key)
-            self._validated.pop(key, None)
+            self._validated.forget(key)
             self._mtls.forget(key)
 
     async def delete_generated_auth_secret(self, key: ObjectKey) -> None:
@@ -440,7 +437,7 @@ class RayClusterController:
         self, key: ObjectKey, cluster: RayCluster
     ) -> None:
         """Recreate upgrade: a head Pod another KubeRay version stamped gets our hash and version
-        (one merge patch, no recreate), as KubeRay does (`status/kuberay_version`). A failure is
+        (one merge patch, no recreate), as KubeRay does (`planning/kuberay_version`). A failure is
         only logged, as in KubeRay: the head is not recreated meanwhile, the next reconcile
         tries again."""
         for name, patch in head_pod_restamps(cluster, self._objects.observed_pods(key, cluster)):

@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders import rayjob as build
 from ray_operator.builders.batch_scheduling import SUBMITTER_GROUP
 from ray_operator.controllers import status_writer
@@ -45,6 +44,7 @@ from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, re
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.resolver import DashboardResolver, dashboard_address
 from ray_operator.features import SIDECAR_SUBMITTER_RESTART
+from ray_operator.planning.drift import selector_patch
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -53,6 +53,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_errors import DashboardError, JobNotFound, SubmissionIdInUse
 from ray_operator.spec.dashboard_models import is_job_terminal
 from ray_operator.spec.kinds import (
@@ -68,7 +69,6 @@ from ray_operator.spec.kinds import (
 from ray_operator.spec.object_names import random_suffix
 from ray_operator.status import rayjob as rules
 from ray_operator.status import waiting
-from ray_operator.status.drift import selector_patch
 from ray_operator.validation.errors import summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayjob import validate_rayjob

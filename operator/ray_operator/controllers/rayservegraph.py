@@ -67,6 +67,7 @@ from ray_operator.spec.kinds import (
 from ray_operator.spec.serve_graph_names import (
     SERVE_GRAPH_GROUP,
 )
+from ray_operator.spec.version_memo import VersionMemo
 from ray_operator.status import rayservegraph as rules
 from ray_operator.status.rayservegraph import ConditionState
 from ray_operator.validation.errors import summarize
@@ -141,6 +142,8 @@ class RayServeGraphController:
             monotonic=monotonic,
         )
         self._memory: dict[ObjectKey, GraphMemory] = {}
+        # Per object, the spec's problems ("" for none) as the version last checked had them.
+        self._spec_problems: VersionMemo[ObjectKey, str] = VersionMemo()
         self._builder_configmaps: BuilderConfigMaps | None = None
 
     def keys_for(self, kind: Kind, obj: Object) -> Iterable[ObjectKey]:
@@ -153,9 +156,7 @@ class RayServeGraphController:
     async def reconcile(self, key: ObjectKey) -> Result:
         rsg = self._store.get(RAY_SERVE_GRAPH, key.namespace, key.name)
         if rsg is None:
-            forgotten = self._memory.pop(key, None)
-            if forgotten is not None:
-                forgotten.forget()
+            self.forget(key)
             return Result()
         if rsg["metadata"].get("deletionTimestamp"):
             return await self.finalize(rsg)
@@ -164,7 +165,7 @@ class RayServeGraphController:
         memory = self._memory.setdefault(key, GraphMemory())
         stored: JSON = dict(rsg.get("status") or {})
         generation = int(rsg["metadata"].get("generation") or 0)
-        problem = self.spec_problem(rsg, memory)
+        problem = self.spec_problem(key, rsg)
         if problem is not None:
             return await self.report_invalid_spec(rsg, stored, problem)
         await self._fetches.fetch_if_due(rsg, memory, stored)
@@ -211,17 +212,14 @@ class RayServeGraphController:
 
     # --- the spec ------------------------------------------------------------------------------
 
-    def spec_problem(self, rsg: Object, memory: GraphMemory) -> str | None:
+    def spec_problem(self, key: ObjectKey, rsg: Object) -> str | None:
         """The webhook's rules, again (an object may predate the webhook or bypass it); checked
         once per version of the object (its resourceVersion), as RayCluster validation is."""
-        metadata = rsg["metadata"]
-        check = (str(metadata.get("uid", "")), str(metadata.get("resourceVersion", "")))
-        if memory.spec_check is not None and memory.spec_check[0] == check:
-            return memory.spec_check[1]
-        problems = validate_rayservegraph(rsg, limits=self._limits)
-        problem = summarize(problems) or None
-        memory.spec_check = (check, problem)
-        return problem
+        problem = self._spec_problems.get(key, rsg)
+        if problem is None:
+            problems = validate_rayservegraph(rsg, limits=self._limits)
+            problem = self._spec_problems.remember(key, rsg, summarize(problems))
+        return problem or None
 
     async def report_invalid_spec(self, rsg: Object, stored: JSON, problem: str) -> Result:
         """Ready False `InvalidSpec` and a Warning: nothing fetched, nothing deployed, no retry
@@ -427,11 +425,16 @@ class RayServeGraphController:
 
     # --- deletion ------------------------------------------------------------------------------
 
-    async def finalize(self, rsg: Object) -> Result:
-        """Being deleted: delete what it owns (no garbage collector does it here), then let go."""
-        forgotten = self._memory.pop(ObjectKey.of(rsg), None)
+    def forget(self, key: ObjectKey) -> None:
+        """Drop what this replica remembers of an object that is gone or going; stop its fetch."""
+        forgotten = self._memory.pop(key, None)
         if forgotten is not None:
             forgotten.forget()
+        self._spec_problems.forget(key)
+
+    async def finalize(self, rsg: Object) -> Result:
+        """Being deleted: delete what it owns (no garbage collector does it here), then let go."""
+        self.forget(ObjectKey.of(rsg))
         if not has_finalizer(rsg, FINALIZER):
             return Result()
         uid = rsg["metadata"]["uid"]

@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ray_operator import labels as names
 from ray_operator.builders import rayservice as build
 from ray_operator.builders.services import NoServePortError
 from ray_operator.controllers import incremental_upgrade as incremental
@@ -53,6 +52,7 @@ from ray_operator.controllers.finalizers import add_finalizer, has_finalizer, re
 from ray_operator.dashboard.client import DashboardOptions
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.defaults import DEFAULT_RAY_CLUSTER_DELETION_DELAY_SECONDS, default_rayservice
+from ray_operator.planning.drift import selector_patch
 from ray_operator.runtime.controller import (
     ControllerContext,
     ControllerFactory,
@@ -62,6 +62,7 @@ from ray_operator.runtime.controller import (
     owner_keys,
 )
 from ray_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_errors import DashboardError
 from ray_operator.spec.dashboard_models import ServeApplicationStatus, ServeDetails
 from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind, ObjectKey
@@ -71,7 +72,6 @@ from ray_operator.status import rayservice as rules
 from ray_operator.status import waiting
 from ray_operator.status.dashboard_reachability import Reachability
 from ray_operator.status.deployed_serve_config import serve_config_deployed
-from ray_operator.status.drift import selector_patch
 from ray_operator.validation.errors import FieldError, summarize
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits
 from ray_operator.validation.rayservice import validate_rayservice

@@ -1,6 +1,6 @@
 """Carrying out a RayCluster's scaling plan: the Pod creates and deletes, their Events.
 
-The plan is pure (`status/scaling.py` decides which Pods to create and delete); this step only
+The plan is pure (`planning/scaling.py` decides which Pods to create and delete); this step only
 executes it against the API, within one reconcile's `Batch`: deletions first, then creates, and
 creates only once every planned deletion was issued (the plan counted on them). Before each
 create the cache is asked whether the RayCluster is still wanted (same uid, not being deleted),
@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ray_operator import labels as names
 from ray_operator.builders.pods import PodOptions, build_head_pod, build_worker_pod
 from ray_operator.controllers.owned_objects import Batch, OwnedObjects, run_bounded
+from ray_operator.planning.scaling import GroupPlan, PodDeletion, ScalingPlan
 from ray_operator.runtime.client import PatchType
 from ray_operator.runtime.errors import (
     ApiError,
@@ -33,10 +33,10 @@ from ray_operator.runtime.errors import (
     ServerError,
     TransportError,
 )
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import POD, RAY_CLUSTER, ObjectKey
 from ray_operator.spec.object_names import random_suffix, replica_group_name
 from ray_operator.status import raycluster as cluster_status
-from ray_operator.status.scaling import GroupPlan, PodDeletion, ScalingPlan
 
 if TYPE_CHECKING:
     from ray_io.v1_views import Pod, RayCluster

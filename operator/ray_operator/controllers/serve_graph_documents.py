@@ -81,8 +81,6 @@ class GraphMemory:
     parsed: ConditionState | None = None
     """`Parsed` as the last new document left it."""
     compiled: Compiled | None = None
-    spec_check: tuple[tuple[str, str], str | None] | None = None
-    """((uid, generation, annotations digest), the spec's problem or None)."""
     cluster_part: tuple[tuple[str, int], JSON, str] | None = None
     """((uid, generation), the RayService's cluster fields as we build them, their hash)."""
     pending: asyncio.Task[FetchOutcome] | None = None

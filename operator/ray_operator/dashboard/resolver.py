@@ -31,8 +31,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ray_operator import labels as names
 from ray_operator.builders.services import head_ports
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.object_names import head_service_name
 from ray_operator.spec.pods import is_head, is_running_and_ready, is_terminating
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ray_operator import labels as names
 from ray_operator.legacy.fields import read_mapping
 from ray_operator.legacy.findings import Findings, show
 from ray_operator.legacy.start_commands import split_shell_commands
+from ray_operator.spec import kuberay_names as names
 
 _KEPT_METADATA = ("labels", "annotations")
 # KubeRay names its Pods `<cluster>-head-…` and `<cluster>-<group>-worker-…` itself.

@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from ray_operator import labels as names
 from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.dashboard.resolver import DashboardResolver
 from ray_operator.localcluster.controlplane import reserve_ports
@@ -106,6 +105,7 @@ from ray_operator.runtime.client import KubeClient, PatchType
 from ray_operator.runtime.errors import KubeError, NotFound
 from ray_operator.runtime.events import EventRecorder, EventType
 from ray_operator.runtime.store import StoreView
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB
 from ray_operator.spec.times import format_time
 

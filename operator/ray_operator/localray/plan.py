@@ -38,11 +38,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders.mtls import WAIT_FOR_IP_SAN_CONTAINER
 from ray_operator.builders.ray_start import complete_params
 from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.builders.redis_cleanup import REDIS_CLEANUP_NODE
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import head_group, worker_groups
 
 if TYPE_CHECKING:

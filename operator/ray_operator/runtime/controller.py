@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.events import EventRecorder
 from ray_operator.runtime.store import StoreView
 from ray_operator.spec.kinds import RAY_CLUSTER, Kind, ObjectKey
+from ray_operator.spec.kuberay_names import CLUSTER_LABEL
 
 if TYPE_CHECKING:
     from ray_operator.metrics import Metrics

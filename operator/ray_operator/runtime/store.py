@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from ray_operator.labels import CLUSTER_LABEL
 from ray_operator.runtime.projection import CACHE_PROJECTIONS, Fields, Projector, interned
 from ray_operator.spec.kinds import Kind, Viewed
+from ray_operator.spec.kuberay_names import CLUSTER_LABEL
 
 Object = dict[str, Any]
 

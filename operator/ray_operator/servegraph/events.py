@@ -39,7 +39,8 @@ Answers, in the order they are decided:
     403  the credentials do not verify (or its Secret is missing, empty or did not opt in)
     409  this signature was already accepted for this object (a replay)
     429  the replay memory's share of the namespace (or all of it) is full: Retry-After
-    503  the Secret could not be read (RBAC: see README) or the annotation could not be written
+    503  the Secret could not be read (RBAC: docs/features/rayservegraph.md, "Security model")
+         or the annotation could not be written
     202  accepted: `{"refreshRequestedAt": "<RFC 3339>"}`
 
 The order leaks one bit to a caller who presents *some* credential: 404 and 403 tell an unknown
@@ -141,7 +142,8 @@ CREDENTIALS_REQUIRED = (
 BODY_SIGNATURE_REFUSED = (
     f"a signature of the body alone ({BODY_SIGNATURE_HEADER} or {GITHUB_BODY_SIGNATURE_HEADER}) "
     "could be replayed forever and is not accepted on this route: sign the time, the object and "
-    f"the body with {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex> (see the README)\n"
+    f'the body with {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex> (see "The event '
+    'endpoint" in docs/features/rayservegraph.md)\n'
 )
 STALE_SIGNATURE = (
     f"the signature's time is more than {TOLERANCE_SECONDS} s from the operator's clock: sign "
@@ -517,7 +519,8 @@ class RefreshEndpoint:
                 namespace,
                 name,
                 f"the operator may not read Secret {secret_name}: bind the ClusterRole "
-                f"ray-operator-serve-graph-secrets in namespace {namespace} (see README)",
+                f"ray-operator-serve-graph-secrets in namespace {namespace} "
+                '(see "Security model" in docs/features/rayservegraph.md)',
             )
             raise RefusedError(503, "the refresh secret cannot be read by the operator\n") from None
         except KubeError as error:

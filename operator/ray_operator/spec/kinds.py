@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic
 
 from typing_extensions import TypeVar
 
-from ray_operator.labels import (
+from ray_operator.spec.kuberay_names import (
     CREATED_BY,
     CREATED_BY_LABEL,
     CREATED_BY_SELECTOR,

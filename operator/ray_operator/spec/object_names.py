@@ -13,7 +13,7 @@ import secrets
 import string
 from typing import TYPE_CHECKING
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import cluster_name, cluster_namespace, head_group
 
 if TYPE_CHECKING:

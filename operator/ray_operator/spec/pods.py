@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 
 if TYPE_CHECKING:
     # Cached Pods are projections (`runtime/projection.POD_FIELDS`): the same paths, fewer of them.

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.quantity import ZERO, InvalidQuantityError, Quantity
 
 if TYPE_CHECKING:

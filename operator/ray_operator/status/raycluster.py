@@ -20,8 +20,8 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ray_operator import labels as names
 from ray_operator.builders.ray_start import is_gpu_resource
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec import pods as observed
 from ray_operator.spec.object_names import identifier
 from ray_operator.spec.quantity import ZERO, Quantity, sum_quantities

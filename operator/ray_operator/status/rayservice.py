@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
 from ray_operator.builders.rayservice import build_cluster_for_service, is_cluster_spec_hash_equal
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.dashboard_models import ServeApplicationStatus
 from ray_operator.spec.raycluster import json_copy
 from ray_operator.status.conditions import set_condition

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import JSON
 from ray_operator.validation.errors import FieldError, invalid, shown, too_long
 from ray_operator.validation.limits import DEFAULT_LIMITS, ClusterLimits

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from ray_operator import bounded_json
-from ray_operator import labels as names
 from ray_operator.bounded_yaml import UnreadableYamlError, load_go_yaml
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import JSON, ClusterLike, is_autoscaling_enabled
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (

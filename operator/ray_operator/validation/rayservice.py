@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.raycluster import JSON, ClusterLike
 from ray_operator.validation.embedded import embedded_cluster_errors, owner_name_errors
 from ray_operator.validation.errors import (

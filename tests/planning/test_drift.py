@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from ray_operator.builders.services import build_head_service
-from ray_operator.status.drift import owner_description, repair_patch, selector_patch
+from ray_operator.planning.drift import owner_description, repair_patch, selector_patch
 
 from tests.builders.clusters import raycluster as minimal_cluster
 

@@ -5,9 +5,9 @@ differently, so it is never recreated for that."""
 
 from __future__ import annotations
 
-from ray_operator import labels as names
+from ray_operator.planning.scaling import plan_scaling
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.hashing import pod_template_hash
-from ray_operator.status import plan_scaling
 
 from tests.builders.clusters import raycluster
 from tests.status.observed import head, pod

@@ -18,7 +18,7 @@ from ray_operator.builders.rbac import (
     build_autoscaler_service_account,
 )
 from ray_operator.builders.services import build_head_service, build_headless_service
-from ray_operator.status.drift import repair_patch
+from ray_operator.planning.drift import repair_patch
 
 from tests.takeover.staging import fixture_files, load_fixture
 

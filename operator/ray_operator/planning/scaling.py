@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec import pods as observed
 from ray_operator.spec.hashing import GoDecodeError, pod_template_hash
 from ray_operator.spec.raycluster import (

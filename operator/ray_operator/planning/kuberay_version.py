@@ -6,7 +6,7 @@ With `upgradeStrategy.type: Recreate`, KubeRay compares the head Pod's
 carry a hash its own Go types wrote, different for the same spec; KubeRay's
 `shouldRecreatePodsForUpgrade` then recreates nothing and rewrites both annotations to its own
 values, so only a later change of the spec recreates the Pods. `head_pod_restamps` says which
-merge patch goes to which head Pod for that; `status.scaling` meanwhile plans no recreate for such
+merge patch goes to which head Pod for that; `planning.scaling` meanwhile plans no recreate for such
 a head.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ray_operator import labels as names
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec import pods as observed
 from ray_operator.spec.hashing import GoDecodeError, pod_template_hash
 

@@ -1,6 +1,7 @@
-"""Names that other programs rely on: labels, annotations, env vars, ports, object-name suffixes.
+"""KubeRay's names that other programs rely on: labels, annotations, env vars, ports, suffixes.
 
-This module owns the compatibility vocabulary shared with KubeRay (ray-project/kuberay,
+Imported `as names` (`names.CLUSTER_LABEL`, `names.GCS_PORT`). This module owns the compatibility
+vocabulary shared with KubeRay (ray-project/kuberay,
 `ray-operator/controllers/ray/utils/constant.go`). Ray's autoscaler, the Ray dashboard and users'
 kubectl habits select Pods and Services by these exact strings, so they must never drift. The one
 deliberate difference is `app.kubernetes.io/created-by`, which names this operator; the runtime
@@ -9,7 +10,7 @@ a cluster KubeRay ran is taken over), Services by the `ray.io/*` labels both ope
 them, and Pods by `ray.io/cluster` (`RAY_POD_SELECTOR`), the label KubeRay and Ray's autoscaler
 find them by (see `spec/kinds.py: watch_selectors`).
 
-Only constants live here: no functions, no mutable state.
+Only constants live here: no functions, no mutable state, no imports of the operator.
 """
 
 from typing import Final

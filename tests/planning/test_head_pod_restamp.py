@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ray_operator import labels as names
+from ray_operator.planning.kuberay_version import head_pod_restamps
+from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.hashing import pod_template_hash
-from ray_operator.status.kuberay_version import head_pod_restamps
 from ray_operator.validation.go_decoding import raycluster_go_decode_errors
 from ray_operator.validation.raycluster import validate_raycluster
 from ray_operator.validation.rayjob import validate_rayjob

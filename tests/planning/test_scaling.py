@@ -6,9 +6,8 @@ import tracemalloc
 from typing import Any
 
 from ray_io.v1 import RayCluster
+from ray_operator.planning.scaling import DEFAULT_MAX_POD_CREATES, ScalingPlan, plan_scaling
 from ray_operator.spec.hashing import pod_template_hash
-from ray_operator.status import ScalingPlan, plan_scaling
-from ray_operator.status.scaling import DEFAULT_MAX_POD_CREATES
 
 from tests.builders.clusters import raycluster, worker_group
 from tests.status.observed import head, pod

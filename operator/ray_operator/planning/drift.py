@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ray_operator.labels import (
+from ray_operator.spec.kuberay_names import (
     CREATED_BY,
     CREATED_BY_LABEL,
     HEADLESS_WORKER_SERVICE_LABEL,
