@@ -53,6 +53,7 @@ class Flag:
 
     name: str
     """The flag without its dashes: `lease-name`."""
+    _: dataclasses.KW_ONLY
     help: str
     """argparse's help (`%(default)s` is the code's default)."""
     convert: Callable[[str], Any] | None = None
