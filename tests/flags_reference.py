@@ -4,28 +4,24 @@
 tables every flag of `run` and `dev`: its spellings, its environment twin, its default and its
 help. A development tool, so it lives beside the tests, not in the package.
 
-The defaults are the code's, never the environment's: while the parser is built,
-`settings.env_default` is replaced by a recorder that returns the default it is given and notes
-the flag, which is how a flag's `RAY_OPERATOR_<FLAG>` twin is known. The two flags whose twins are
-read later (`--namespace`, `--serve-graph-allowed-hosts`: repeatable, so argparse's `append`
-would add to an environment default) are found by their `ENV_PREFIX` spelling in settings.py.
+The parser is built from the operator's flag tables (`settings.RUN_FLAGS`,
+`webhooks.options.WEBHOOK_FLAGS`, `cli.DEV_FLAGS`, see `ray_operator.flags`) with an empty
+environment, so the defaults are the code's, never the environment's; which flags have a
+`RAY_OPERATOR_<FLAG>` twin is read from the same tables.
 `tests/deploy/test_docs.py` fails when the committed page differs from what this writes.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import inspect
-import re
-import sys
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ray_operator import cli, settings
 from ray_operator.features import FeatureGates
+from ray_operator.flags import environment_name
+from ray_operator.webhooks import options as webhook_options
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PAGE = REPO_ROOT / "docs" / "reference" / "flags.md"
@@ -53,49 +49,20 @@ class Flag:
     help: str
 
 
-@contextlib.contextmanager
-def recording_environment_twins() -> Iterator[set[str]]:
-    """Within: every module's `env_default` returns its default and records the flag's name."""
-    original = settings.env_default
-    recorded: set[str] = set()
-
-    def recorder(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
-        recorded.add(flag)
-        return default
-
-    cli._build_parser()  # imports every module that declares flags, so that all are replaced
-    holders = [
-        module
-        for name, module in list(sys.modules.items())
-        if name.startswith("ray_operator") and getattr(module, "env_default", None) is original
-    ]
-    for module in holders:
-        module.env_default = recorder  # type: ignore[attr-defined]
-    try:
-        yield recorded
-    finally:
-        for module in holders:
-            module.env_default = original  # type: ignore[attr-defined]
-
-
-def twins_read_later() -> set[str]:
-    """Flags whose `RAY_OPERATOR_…` variable settings.py reads itself, after parsing."""
-    source = inspect.getsource(settings)
-    return {
-        name.lower().replace("_", "-")
-        for name in re.findall(r'\{ENV_PREFIX\}([A-Z0-9_]+)"', source)
-    }
+def environment_twins() -> set[str]:
+    """The flags with a `RAY_OPERATOR_<FLAG>` twin, as the operator's flag tables declare them."""
+    tables = (settings.RUN_FLAGS, webhook_options.WEBHOOK_FLAGS, cli.DEV_FLAGS)
+    return {flag.name for table in tables for flag in table if flag.environment is not None}
 
 
 def subcommand_parsers() -> tuple[dict[str, argparse.ArgumentParser], set[str]]:
     """`run`'s and `dev`'s parsers, built with the code's defaults, and the flags with twins."""
-    with recording_environment_twins() as recorded:
-        parser = cli._build_parser()
+    parser = cli._build_parser(environ={})
     subparsers = next(
         action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
     )
     parsers = {name: subparsers.choices[name] for name in SUBCOMMANDS}
-    return parsers, recorded | twins_read_later()
+    return parsers, environment_twins()
 
 
 def _name(action: argparse.Action) -> str:
@@ -134,11 +101,7 @@ def flags(parser: argparse.ArgumentParser, twins: set[str]) -> list[Flag]:
         rows.append(
             Flag(
                 spellings=tuple(action.option_strings),
-                environment=(
-                    f"{settings.ENV_PREFIX}{name.upper().replace('-', '_')}"
-                    if name in twins
-                    else None
-                ),
+                environment=environment_name(name) if name in twins else None,
                 default=_default(action.default),
                 help=_cell(formatter._expand_help(action) if action.help else ""),
             )

@@ -28,11 +28,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ray_operator import __version__
+from ray_operator.flags import Flag, Twin, add_flags, positive_int
 from ray_operator.lean_imports import defer_unneeded_imports
 
 if TYPE_CHECKING:
@@ -56,8 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return command
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    from ray_operator.settings import add_run_arguments, env_default
+def _build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """`ray-operator`'s parser; flag defaults from `environ`'s RAY_OPERATOR_* twins (default:
+    the process's environment; tests/flags_reference.py passes none, for the code's defaults)."""
+    from ray_operator.settings import add_run_arguments
     from ray_operator.webhooks import add_webhook_arguments
 
     parser = argparse.ArgumentParser(
@@ -69,51 +72,16 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the operator")
-    add_run_arguments(run)
-    add_webhook_arguments(run)
+    add_run_arguments(run, environ=environ)
+    add_webhook_arguments(run, environ=environ)
     run.set_defaults(handler=_run)
 
     dev = commands.add_parser(
         "dev", help="local control plane (unless KUBECONFIG is set) + CRDs + the operator"
     )
-    add_run_arguments(dev)
-    add_webhook_arguments(dev)
-    dev.add_argument(
-        "--dir",
-        type=Path,
-        default=Path(".local-cluster"),
-        help="where the local control plane keeps its state (default: %(default)s)",
-    )
-    dev.add_argument(
-        "--local-ray",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="give the head, worker and RayJob submitter Pods the operator creates on the fake "
-        "node real local Ray processes, run as you (default: on with the embedded control plane, "
-        "off when KUBECONFIG names another cluster; --no-local-ray for the API behaviour only)",
-    )
-    dev.add_argument(
-        "--local-ray-max-clusters",
-        type=_positive_int,
-        default=4,
-        help="local Ray clusters at once, about 1 GiB per head (default: %(default)s)",
-    )
-    dev.add_argument(
-        "--local-ray-max-nodes",
-        type=_positive_int,
-        default=10,
-        help="local Ray nodes (heads and workers) at once, 0.3-0.6 GiB per worker "
-        "(default: %(default)s)",
-    )
-    dev.add_argument(
-        "--local-ray-executable",
-        type=_executable_file,
-        default=env_default("local-ray-executable", str, None),
-        metavar="PATH",
-        help="the `ray` local Ray nodes run; its directory's `python` runs their entrypoints and "
-        "runtime environments, as a Ray image's Python does in a cluster (default: the `ray` "
-        "beside this Python; env RAY_OPERATOR_LOCAL_RAY_EXECUTABLE)",
-    )
+    add_run_arguments(dev, environ=environ)
+    add_webhook_arguments(dev, environ=environ)
+    add_flags(dev, DEV_FLAGS, environ=environ)
     dev.set_defaults(handler=_development_command("dev", _dev))
 
     local = commands.add_parser("local-cluster", help="the embedded local control plane")
@@ -196,18 +164,58 @@ def _convert(args: argparse.Namespace) -> int:
     return run_convert(args.file, output=args.output, stdout=sys.stdout, stderr=sys.stderr)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _executable_file(text: str) -> Path:
     path = Path(text).expanduser().absolute()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not an executable file")
     return path
+
+
+DEV_FLAGS = (
+    Flag(
+        "dir",
+        convert=Path,
+        default=Path(".local-cluster"),
+        twin=Twin.NONE,
+        help="where the local control plane keeps its state (default: %(default)s)",
+    ),
+    Flag(
+        "local-ray",
+        switch=True,
+        default=None,
+        twin=Twin.NONE,
+        help="give the head, worker and RayJob submitter Pods the operator creates on the fake "
+        "node real local Ray processes, run as you (default: on with the embedded control plane, "
+        "off when KUBECONFIG names another cluster; --no-local-ray for the API behaviour only)",
+    ),
+    Flag(
+        "local-ray-max-clusters",
+        convert=positive_int,
+        default=4,
+        twin=Twin.NONE,
+        help="local Ray clusters at once, about 1 GiB per head (default: %(default)s)",
+    ),
+    Flag(
+        "local-ray-max-nodes",
+        convert=positive_int,
+        default=10,
+        twin=Twin.NONE,
+        help="local Ray nodes (heads and workers) at once, 0.3-0.6 GiB per worker "
+        "(default: %(default)s)",
+    ),
+    Flag(
+        "local-ray-executable",
+        convert=_executable_file,
+        # The twin stays text until parsing, so a bad path is argparse's error for `dev` only.
+        twin_convert=str,
+        default=None,
+        metavar="PATH",
+        help="the `ray` local Ray nodes run; its directory's `python` runs their entrypoints and "
+        "runtime environments, as a Ray image's Python does in a cluster (default: the `ray` "
+        "beside this Python; env RAY_OPERATOR_LOCAL_RAY_EXECUTABLE)",
+    ),
+)
+"""The flags `dev` adds to `run`'s (read by `_dev` and `_local_ray_options`; no dataclass)."""
 
 
 def _run(

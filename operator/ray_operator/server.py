@@ -58,8 +58,9 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from ray_operator.flags import environment_name
 from ray_operator.metrics import CONTENT_TYPE, Metrics
-from ray_operator.settings import ENV_PREFIX, parse_address
+from ray_operator.settings import parse_address
 
 logger = logging.getLogger(__name__)
 
@@ -520,9 +521,7 @@ async def start_site(site: web.BaseSite, *, host: str, port: int, flags: Sequenc
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
-        ways = " or ".join(
-            f"{flag} / {ENV_PREFIX}{flag.lstrip('-').upper().replace('-', '_')}" for flag in flags
-        )
+        ways = " or ".join(f"{flag} / {environment_name(flag)}" for flag in flags)
         raise ListenerInUse(
             errno.EADDRINUSE,
             f"port {port} on {host or '0.0.0.0'} is in use; choose another with {ways}",

@@ -1,8 +1,11 @@
-"""`ray-operator run`'s settings: the frozen `Settings`, its command-line flags and their env twins.
+"""`ray-operator run`'s settings: the frozen `Settings` and `RUN_FLAGS`, the table of its flags.
 
-Every flag `--some-flag` can also come from `RAY_OPERATOR_SOME_FLAG` (a flag on the command line
-wins). Repeatable flags take a comma-separated list from the environment
-(`RAY_OPERATOR_NAMESPACE=a,b`); booleans take true/false/1/0/yes/no.
+Each entry of `RUN_FLAGS` (a `flags.Flag`) fills the `Settings` field of its name, so a flag is
+declared once: its type, help and default there (the default, unless the flag says otherwise, is
+the field's), its env twin derived. Every flag `--some-flag` can also come from
+`RAY_OPERATOR_SOME_FLAG` (a flag on the command line wins). Repeatable flags take a
+comma-separated list from the environment (`RAY_OPERATOR_NAMESPACE=a,b`); booleans take
+true/false/1/0/yes/no.
 
 `cli.py` calls `add_run_arguments(parser)` and `settings_from_args(args)`; the app takes `Settings`.
 """
@@ -14,7 +17,7 @@ import ipaddress
 import os
 import socket
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +28,20 @@ from ray_operator.builders.batch_scheduling import (
     parse_batch_scheduler,
 )
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
+from ray_operator.flags import (
+    Flag,
+    Twin,
+    add_flags,
+    comma_list,
+    flag_fields,
+    optional_path,
+    port_number,
+    positive_int,
+)
 from ray_operator.spec.fetch_origins import malformed_entries
 from ray_operator.validation.identity import OperatorIdentity
 from ray_operator.validation.limits import ClusterLimits
 
-ENV_PREFIX = "RAY_OPERATOR_"
 METRICS_AUTH_MODES = ("auto", "kubernetes", "none")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 POD_SERVICE_ACCOUNT_ENV = "POD_SERVICE_ACCOUNT"
@@ -166,352 +178,6 @@ def _in_cluster_namespace() -> str:
         return ""
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `ray-operator run`'s flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
-    defaults = Settings(identity="")
-    env = env_default
-    add = parser.add_argument
-    add(
-        "--kubeconfig",
-        default=env("kubeconfig", str, None),
-        help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
-    # Not defaulted from the environment here: `append` would add the flags to that list.
-    add(
-        "--namespace",
-        dest="namespaces",
-        action="append",
-        default=None,
-        help="watch only this namespace (repeatable; default: all namespaces)",
-    )
-    add(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=env("leader-elect", parse_boolean, defaults.leader_elect),
-        help="elect a leader through a Lease (default: %(default)s)",
-    )
-    add(
-        "--lease-name",
-        default=env("lease-name", str, defaults.lease_name),
-        help="Lease name (default: %(default)s)",
-    )
-    add(
-        "--lease-namespace",
-        default=env("lease-namespace", str, None),
-        help="Lease namespace (default: the pod's namespace in a cluster, else `default`)",
-    )
-    add(
-        "--lease-duration",
-        type=float,
-        default=env("lease-duration", float, defaults.lease_duration),
-        help="seconds before a standby takes over a silent leader (default: %(default)s)",
-    )
-    add(
-        "--lease-renew-deadline",
-        type=float,
-        default=env("lease-renew-deadline", float, defaults.lease_renew_deadline),
-        help="seconds a leader may fail to renew before it steps down (default: %(default)s)",
-    )
-    add(
-        "--lease-retry-period",
-        type=float,
-        default=env("lease-retry-period", float, defaults.lease_retry_period),
-        help="seconds between lease attempts and renewals (default: %(default)s)",
-    )
-    add(
-        "--identity",
-        default=env("identity", str, None),
-        help="holderIdentity in the Lease; set it to the pod name (default: hostname + random)",
-    )
-    add(
-        "--health-addr",
-        default=env("health-addr", str, defaults.health_addr),
-        help="host:port for /healthz and /readyz (default: %(default)s)",
-    )
-    add(
-        "--metrics-addr",
-        default=env("metrics-addr", str, defaults.metrics_addr),
-        help="host:port for /metrics (default: %(default)s)",
-    )
-    add(
-        "--metrics-auth",
-        type=_metrics_auth,
-        choices=METRICS_AUTH_MODES,
-        default=env("metrics-auth", _metrics_auth, defaults.metrics_auth),
-        help="who may read /metrics: kubernetes (HTTPS; a bearer token allowed `get` on /metrics "
-        "by the API server), none (plain HTTP, anyone), auto (none on a loopback "
-        "--metrics-addr, else kubernetes) (default: %(default)s)",
-    )
-    add(
-        "--metrics-cert-dir",
-        default=env("metrics-cert-dir", str, None),
-        help="directory of tls.crt and tls.key for /metrics over HTTPS (default: a "
-        "self-signed certificate made at start)",
-    )
-    add(
-        "--webhook-port",
-        type=int,
-        default=env("webhook-port", int, defaults.webhook_port),
-        help="admission webhook port; 0: serve no webhooks, as --no-webhooks (default: "
-        "%(default)s)",
-    )
-    add(
-        "--max-concurrent-reconciles",
-        type=_positive_int,
-        default=env("max-concurrent-reconciles", _positive_int, defaults.max_concurrent_reconciles),
-        help="objects reconciled at once (default: %(default)s)",
-    )
-    add(
-        "--max-pods-per-cluster",
-        type=_positive_int,
-        default=env("max-pods-per-cluster", _positive_int, defaults.max_pods_per_cluster),
-        help="Pods one RayCluster may ask for; more is refused (default: %(default)s)",
-    )
-    add(
-        "--resync-period",
-        type=float,
-        default=env("resync-period", float, defaults.resync_period),
-        help="seconds between full re-enqueues (default: %(default)s)",
-    )
-    add(
-        "--shutdown-timeout",
-        type=float,
-        default=env("shutdown-timeout", float, defaults.shutdown_timeout),
-        help="seconds for in-flight reconciles after SIGTERM (default: %(default)s)",
-    )
-    add(
-        "--watch-timeout",
-        type=int,
-        default=env("watch-timeout", int, defaults.watch_timeout),
-        help="seconds after which watches are renewed (default: %(default)s)",
-    )
-    add(
-        "--log-format",
-        choices=("text", "json", "plain"),
-        default=env("log-format", str, defaults.log_format),
-        help="log line format; plain: `<cluster name>: ...` without a timestamp, as the legacy "
-        "Python operator wrote (default: %(default)s)",
-    )
-    add(
-        "--log-level",
-        type=str.upper,
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        default=env("log-level", str.upper, defaults.log_level),
-        help="log level (default: %(default)s)",
-    )
-    add(
-        "--dashboard-url-override",
-        dest="dashboard_url_overrides",
-        action="append",
-        default=env("dashboard-url-override", _comma_list, None),
-        help="<namespace>/<cluster glob>=<url>: reach those clusters' Ray dashboards there "
-        "(repeatable; default: the head Pod's IP)",
-    )
-    add(
-        "--serve-proxy-url-override",
-        dest="serve_proxy_url_overrides",
-        action="append",
-        default=env("serve-proxy-url-override", _comma_list, None),
-        help="<namespace>/<cluster glob>=<url>: reach those clusters' head Serve proxies there "
-        "(repeatable; default: the head Pod's IP)",
-    )
-    add(
-        "--serve-graph-allowed-hosts",
-        dest="serve_graph_allowed_hosts",
-        action="append",
-        default=None,  # the environment's list is read in settings_from_args (as --namespace)
-        help="[http://]host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch "
-        "from; without a scheme, https only (default: any host; failures then say nothing of "
-        "their cause)",
-    )
-    add(
-        "--serve-graph-allow-loopback",
-        action=argparse.BooleanOptionalAction,
-        default=env(
-            "serve-graph-allow-loopback", parse_boolean, defaults.serve_graph_allow_loopback
-        ),
-        help="let RayServeGraphs fetch from loopback addresses, for local trials "
-        "(default: %(default)s)",
-    )
-    add(
-        "--serve-graph-max-concurrent-fetches",
-        type=_positive_int,
-        default=env(
-            "serve-graph-max-concurrent-fetches",
-            _positive_int,
-            defaults.serve_graph_max_concurrent_fetches,
-        ),
-        help="RayServeGraph documents fetched at once (default: %(default)s)",
-    )
-    add(
-        "--serve-graph-max-concurrent-fetches-per-namespace",
-        type=_positive_int,
-        default=env(
-            "serve-graph-max-concurrent-fetches-per-namespace",
-            _positive_int,
-            defaults.serve_graph_max_concurrent_fetches_per_namespace,
-        ),
-        help="of those, how many one namespace may hold (default: %(default)s)",
-    )
-    add(
-        "--serve-graph-events-port",
-        type=_port,
-        default=env("serve-graph-events-port", _port, defaults.serve_graph_events_port),
-        help="port of the RayServeGraph event endpoint; 0: off (default: %(default)s)",
-    )
-    add(
-        "--serve-graph-events-address",
-        default=env("serve-graph-events-address", str, defaults.serve_graph_events_address),
-        help="address the RayServeGraph event endpoint listens on (default: %(default)s)",
-    )
-    add(
-        "--feature-gates",
-        type=_feature_gates,
-        action=_MergeFeatureGates,
-        default=env("feature-gates", _feature_gates, defaults.feature_gates),
-        help="KubeRay's feature gates, <gate>=true|false,... (RayCronJob is on by default; "
-        "gates this operator cannot honour are refused by name); may be repeated, later "
-        "values win, so each kustomize component can add its own",
-    )
-    add(
-        "--legacy-clusters",
-        action=argparse.BooleanOptionalAction,
-        default=env("legacy-clusters", parse_boolean, defaults.legacy_clusters),
-        help="serve the legacy Python operator's cluster.ray.io/v1 RayClusters (apply "
-        "crd/legacy first; config/legacy does) (default: %(default)s)",
-    )
-    add(
-        "--service-account",
-        default=env("service-account", str, os.environ.get(POD_SERVICE_ACCOUNT_ENV, "")),
-        help="the operator's own ServiceAccount: Pod templates in its namespace naming it are "
-        f"refused (default: ${POD_SERVICE_ACCOUNT_ENV}, which config/manager sets; empty: none)",
-    )
-    add(
-        "--service-account-namespace",
-        default=env("service-account-namespace", str, None),
-        help=f"the namespace of --service-account (default: ${POD_NAMESPACE_ENV}, else the "
-        "in-cluster namespace)",
-    )
-    add_batch_scheduler_arguments(add)
-
-
-def add_batch_scheduler_arguments(add: Callable[..., Any]) -> None:
-    """`--batch-scheduler` and KubeRay's deprecated `--enable-batch-scheduler` (volcano)."""
-    add(
-        "--batch-scheduler",
-        type=_batch_scheduler,
-        default=env_default("batch-scheduler", _batch_scheduler, ""),
-        help=f"batch scheduler integration: {', '.join(BATCH_SCHEDULERS)} (default: none)",
-    )
-    add(
-        "--enable-batch-scheduler",
-        action=argparse.BooleanOptionalAction,
-        default=env_default("enable-batch-scheduler", parse_boolean, False),
-        help="deprecated (KubeRay's): --batch-scheduler=volcano (default: %(default)s)",
-    )
-
-
-def chosen_batch_scheduler(args: argparse.Namespace) -> str:
-    """The scheduler `--batch-scheduler`/`--enable-batch-scheduler` choose; both at once is
-    refused, as KubeRay refuses it."""
-    if args.enable_batch_scheduler and args.batch_scheduler:
-        raise ValueError(
-            "--enable-batch-scheduler (deprecated) and --batch-scheduler are both set; "
-            "use --batch-scheduler only"
-        )
-    return VOLCANO if args.enable_batch_scheduler else str(args.batch_scheduler)
-
-
-def _batch_scheduler(raw: str) -> str:
-    try:
-        return parse_batch_scheduler(raw.strip())
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """The `Settings` described by parsed `run` arguments (`ValueError` if they contradict)."""
-    settings = _settings_of(args)
-    if metrics_need_authentication(settings) and _same_listener(
-        settings.metrics_addr, settings.health_addr
-    ):
-        raise ValueError(
-            "/metrics with authentication (--metrics-auth) is served over HTTPS on a listener of "
-            "its own, and the probes stay plain: give --metrics-addr another port than "
-            "--health-addr, or serve /metrics plainly with --metrics-auth=none"
-        )
-    return settings
-
-
-def _same_listener(address: str, other: str) -> bool:
-    here, there = parse_address(address), parse_address(other)
-    return here == there and here[1] != 0
-
-
-def _settings_of(args: argparse.Namespace) -> Settings:
-    return Settings(
-        identity=args.identity or default_identity(),
-        kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
-        namespaces=tuple(
-            dict.fromkeys(
-                args.namespaces
-                if args.namespaces is not None
-                else _comma_list(os.environ.get(f"{ENV_PREFIX}NAMESPACE", ""))
-            )
-        ),
-        leader_elect=args.leader_elect,
-        lease_name=args.lease_name,
-        lease_namespace=args.lease_namespace or default_lease_namespace(),
-        lease_duration=args.lease_duration,
-        lease_renew_deadline=args.lease_renew_deadline,
-        lease_retry_period=args.lease_retry_period,
-        health_addr=args.health_addr,
-        metrics_addr=args.metrics_addr,
-        metrics_auth=args.metrics_auth,
-        metrics_cert_dir=Path(args.metrics_cert_dir) if args.metrics_cert_dir else None,
-        webhook_port=args.webhook_port,
-        max_concurrent_reconciles=args.max_concurrent_reconciles,
-        max_pods_per_cluster=args.max_pods_per_cluster,
-        resync_period=args.resync_period,
-        shutdown_timeout=args.shutdown_timeout,
-        watch_timeout=args.watch_timeout,
-        log_format=args.log_format,
-        log_level=args.log_level,
-        dashboard_url_overrides=tuple(args.dashboard_url_overrides or ()),
-        serve_proxy_url_overrides=tuple(args.serve_proxy_url_overrides or ()),
-        serve_graph_allowed_hosts=allowed_hosts(
-            args.serve_graph_allowed_hosts
-            if args.serve_graph_allowed_hosts is not None
-            else [os.environ.get(f"{ENV_PREFIX}SERVE_GRAPH_ALLOWED_HOSTS", "")]
-        ),
-        serve_graph_allow_loopback=args.serve_graph_allow_loopback,
-        serve_graph_max_concurrent_fetches=args.serve_graph_max_concurrent_fetches,
-        serve_graph_max_concurrent_fetches_per_namespace=(
-            args.serve_graph_max_concurrent_fetches_per_namespace
-        ),
-        serve_graph_events_port=args.serve_graph_events_port,
-        serve_graph_events_address=args.serve_graph_events_address,
-        feature_gates=args.feature_gates,
-        legacy_clusters=args.legacy_clusters,
-        batch_scheduler=chosen_batch_scheduler(args),
-        service_account=args.service_account,
-        service_account_namespace=_service_account_namespace(args),
-    )
-
-
-def metrics_need_authentication(settings: Settings) -> bool:
-    """Whether /metrics is served over HTTPS to authorized callers only (`metrics_auth`)."""
-    if settings.metrics_auth != "auto":
-        return settings.metrics_auth == "kubernetes"
-    host, _ = parse_address(settings.metrics_addr)
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True  # a name: whatever it resolves to, assume others can reach it
-
-
 def _metrics_auth(raw: str) -> str:
     value = raw.strip().lower()
     if value not in METRICS_AUTH_MODES:
@@ -519,48 +185,11 @@ def _metrics_auth(raw: str) -> str:
     return value
 
 
-def _service_account_namespace(args: argparse.Namespace) -> str:
-    if args.service_account_namespace is not None:
-        return str(args.service_account_namespace)
-    return os.environ.get(POD_NAMESPACE_ENV) or _in_cluster_namespace()
-
-
-def listen_on_loopback(address: str) -> str:
-    """`address` with an empty host (`:8082`, all interfaces: what a Pod needs) bound to
-    127.0.0.1 instead: `ray-operator dev` on a laptop serves no one else. An explicit host
-    (`0.0.0.0:8082`) is kept."""
-    host, _, port = address.rpartition(":")
-    return f"127.0.0.1:{port}" if not host else address
-
-
-def allowed_hosts(entries: Sequence[str]) -> tuple[str, ...]:
-    """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique;
-    ValueError naming an entry that names no origin (it would silently allow nothing)."""
-    hosts = tuple(dict.fromkeys(host.lower() for entry in entries for host in _comma_list(entry)))
-    malformed = malformed_entries(hosts)
-    if malformed:
-        raise ValueError(
-            f"--serve-graph-allowed-hosts: {malformed[0]!r} is not [http://|https://]host[:port]"
-        )
-    return hosts
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """`host:port` (or `:port`, all interfaces) as a (host, port) pair."""
-    host, separator, port = address.rpartition(":")
-    if not separator or not port.isdigit():
-        raise ValueError(f"address must be host:port, got {address!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def _comma_list(raw: str) -> list[str]:
-    return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def env_default(flag: str, convert: Callable[[str], Any], default: Any) -> Any:
-    """The default of `--<flag>`: `RAY_OPERATOR_<FLAG>` converted when set, else `default`."""
-    raw = os.environ.get(ENV_PREFIX + flag.upper().replace("-", "_"))
-    return default if raw is None else convert(raw)
+def _batch_scheduler(raw: str) -> str:
+    try:
+        return parse_batch_scheduler(raw.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _feature_gates(raw: str) -> FeatureGates:
@@ -585,27 +214,307 @@ class _MergeFeatureGates(argparse.Action):
         setattr(namespace, self.dest, earlier.merged(values))
 
 
-def parse_boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
+def allowed_hosts(entries: Sequence[str]) -> tuple[str, ...]:
+    """`--serve-graph-allowed-hosts` values (each may be a comma list), lower case, unique;
+    ValueError naming an entry that names no origin (it would silently allow nothing)."""
+    hosts = tuple(dict.fromkeys(host.lower() for entry in entries for host in comma_list(entry)))
+    malformed = malformed_entries(hosts)
+    if malformed:
+        raise ValueError(
+            f"--serve-graph-allowed-hosts: {malformed[0]!r} is not [http://|https://]host[:port]"
+        )
+    return hosts
+
+
+def _unique(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def _as_tuple(values: Sequence[str] | None) -> tuple[str, ...]:
+    return tuple(values or ())
+
+
+def _or_default_identity(value: str | None) -> str:
+    return value or default_identity()
+
+
+def _or_default_lease_namespace(value: str | None) -> str:
+    return value or default_lease_namespace()
+
+
+def _or_pod_namespace(value: str | None) -> str:
+    if value is not None:
+        return value
+    return os.environ.get(POD_NAMESPACE_ENV) or _in_cluster_namespace()
+
+
+RUN_FLAGS = (
+    Flag(
+        "kubeconfig",
+        finish=optional_path,
+        help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    ),
+    Flag(
+        "namespace",
+        dest="namespaces",
+        repeatable=True,
+        twin=Twin.UNSET,
+        finish=_unique,
+        help="watch only this namespace (repeatable; default: all namespaces)",
+    ),
+    Flag(
+        "leader-elect",
+        switch=True,
+        help="elect a leader through a Lease (default: %(default)s)",
+    ),
+    Flag("lease-name", help="Lease name (default: %(default)s)"),
+    Flag(
+        "lease-namespace",
+        default=None,
+        finish=_or_default_lease_namespace,
+        help="Lease namespace (default: the pod's namespace in a cluster, else `default`)",
+    ),
+    Flag(
+        "lease-duration",
+        convert=float,
+        help="seconds before a standby takes over a silent leader (default: %(default)s)",
+    ),
+    Flag(
+        "lease-renew-deadline",
+        convert=float,
+        help="seconds a leader may fail to renew before it steps down (default: %(default)s)",
+    ),
+    Flag(
+        "lease-retry-period",
+        convert=float,
+        help="seconds between lease attempts and renewals (default: %(default)s)",
+    ),
+    Flag(
+        "identity",
+        default=None,
+        finish=_or_default_identity,
+        help="holderIdentity in the Lease; set it to the pod name (default: hostname + random)",
+    ),
+    Flag("health-addr", help="host:port for /healthz and /readyz (default: %(default)s)"),
+    Flag("metrics-addr", help="host:port for /metrics (default: %(default)s)"),
+    Flag(
+        "metrics-auth",
+        convert=_metrics_auth,
+        choices=METRICS_AUTH_MODES,
+        help="who may read /metrics: kubernetes (HTTPS; a bearer token allowed `get` on /metrics "
+        "by the API server), none (plain HTTP, anyone), auto (none on a loopback "
+        "--metrics-addr, else kubernetes) (default: %(default)s)",
+    ),
+    Flag(
+        "metrics-cert-dir",
+        finish=optional_path,
+        help="directory of tls.crt and tls.key for /metrics over HTTPS (default: a "
+        "self-signed certificate made at start)",
+    ),
+    Flag(
+        "webhook-port",
+        convert=int,
+        help="admission webhook port; 0: serve no webhooks, as --no-webhooks (default: "
+        "%(default)s)",
+    ),
+    Flag(
+        "max-concurrent-reconciles",
+        convert=positive_int,
+        help="objects reconciled at once (default: %(default)s)",
+    ),
+    Flag(
+        "max-pods-per-cluster",
+        convert=positive_int,
+        help="Pods one RayCluster may ask for; more is refused (default: %(default)s)",
+    ),
+    Flag(
+        "resync-period",
+        convert=float,
+        help="seconds between full re-enqueues (default: %(default)s)",
+    ),
+    Flag(
+        "shutdown-timeout",
+        convert=float,
+        help="seconds for in-flight reconciles after SIGTERM (default: %(default)s)",
+    ),
+    Flag(
+        "watch-timeout",
+        convert=int,
+        help="seconds after which watches are renewed (default: %(default)s)",
+    ),
+    Flag(
+        "log-format",
+        choices=("text", "json", "plain"),
+        help="log line format; plain: `<cluster name>: ...` without a timestamp, as the legacy "
+        "Python operator wrote (default: %(default)s)",
+    ),
+    Flag(
+        "log-level",
+        convert=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level (default: %(default)s)",
+    ),
+    Flag(
+        "dashboard-url-override",
+        dest="dashboard_url_overrides",
+        repeatable=True,
+        default=None,
+        finish=_as_tuple,
+        help="<namespace>/<cluster glob>=<url>: reach those clusters' Ray dashboards there "
+        "(repeatable; default: the head Pod's IP)",
+    ),
+    Flag(
+        "serve-proxy-url-override",
+        dest="serve_proxy_url_overrides",
+        repeatable=True,
+        default=None,
+        finish=_as_tuple,
+        help="<namespace>/<cluster glob>=<url>: reach those clusters' head Serve proxies there "
+        "(repeatable; default: the head Pod's IP)",
+    ),
+    Flag(
+        "serve-graph-allowed-hosts",
+        repeatable=True,
+        twin=Twin.UNSET,
+        finish=allowed_hosts,
+        help="[http://]host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch "
+        "from; without a scheme, https only (default: any host; failures then say nothing of "
+        "their cause)",
+    ),
+    Flag(
+        "serve-graph-allow-loopback",
+        switch=True,
+        help="let RayServeGraphs fetch from loopback addresses, for local trials "
+        "(default: %(default)s)",
+    ),
+    Flag(
+        "serve-graph-max-concurrent-fetches",
+        convert=positive_int,
+        help="RayServeGraph documents fetched at once (default: %(default)s)",
+    ),
+    Flag(
+        "serve-graph-max-concurrent-fetches-per-namespace",
+        convert=positive_int,
+        help="of those, how many one namespace may hold (default: %(default)s)",
+    ),
+    Flag(
+        "serve-graph-events-port",
+        convert=port_number,
+        help="port of the RayServeGraph event endpoint; 0: off (default: %(default)s)",
+    ),
+    Flag(
+        "serve-graph-events-address",
+        help="address the RayServeGraph event endpoint listens on (default: %(default)s)",
+    ),
+    Flag(
+        "feature-gates",
+        convert=_feature_gates,
+        action=_MergeFeatureGates,
+        help="KubeRay's feature gates, <gate>=true|false,... (RayCronJob is on by default; "
+        "gates this operator cannot honour are refused by name); may be repeated, later "
+        "values win, so each kustomize component can add its own",
+    ),
+    Flag(
+        "legacy-clusters",
+        switch=True,
+        help="serve the legacy Python operator's cluster.ray.io/v1 RayClusters (apply "
+        "crd/legacy first; config/legacy does) (default: %(default)s)",
+    ),
+    Flag(
+        "service-account",
+        default_env=POD_SERVICE_ACCOUNT_ENV,
+        help="the operator's own ServiceAccount: Pod templates in its namespace naming it are "
+        f"refused (default: ${POD_SERVICE_ACCOUNT_ENV}, which config/manager sets; empty: none)",
+    ),
+    Flag(
+        "service-account-namespace",
+        default=None,
+        finish=_or_pod_namespace,
+        help=f"the namespace of --service-account (default: ${POD_NAMESPACE_ENV}, else the "
+        "in-cluster namespace)",
+    ),
+    Flag(
+        "batch-scheduler",
+        convert=_batch_scheduler,
+        help=f"batch scheduler integration: {', '.join(BATCH_SCHEDULERS)} (default: none)",
+    ),
+    Flag(
+        "enable-batch-scheduler",
+        switch=True,
+        default=False,
+        field=None,  # folded into `batch_scheduler` by chosen_batch_scheduler
+        help="deprecated (KubeRay's): --batch-scheduler=volcano (default: %(default)s)",
+    ),
+)
+"""`ray-operator run`'s flags, each filling the `Settings` field of its name (see `flags`)."""
+
+
+def add_run_arguments(
+    parser: argparse.ArgumentParser, *, environ: Mapping[str, str] | None = None
+) -> None:
+    """Add `ray-operator run`'s flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
+    add_flags(parser, RUN_FLAGS, options=Settings, environ=environ)
+
+
+def chosen_batch_scheduler(args: argparse.Namespace) -> str:
+    """The scheduler `--batch-scheduler`/`--enable-batch-scheduler` choose; both at once is
+    refused, as KubeRay refuses it."""
+    if args.enable_batch_scheduler and args.batch_scheduler:
+        raise ValueError(
+            "--enable-batch-scheduler (deprecated) and --batch-scheduler are both set; "
+            "use --batch-scheduler only"
+        )
+    return VOLCANO if args.enable_batch_scheduler else str(args.batch_scheduler)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The `Settings` described by parsed `run` arguments (`ValueError` if they contradict)."""
+    fields = flag_fields(args, RUN_FLAGS)
+    fields["batch_scheduler"] = chosen_batch_scheduler(args)
+    settings = Settings(**fields)
+    if metrics_need_authentication(settings) and _same_listener(
+        settings.metrics_addr, settings.health_addr
+    ):
+        raise ValueError(
+            "/metrics with authentication (--metrics-auth) is served over HTTPS on a listener of "
+            "its own, and the probes stay plain: give --metrics-addr another port than "
+            "--health-addr, or serve /metrics plainly with --metrics-auth=none"
+        )
+    return settings
+
+
+def _same_listener(address: str, other: str) -> bool:
+    here, there = parse_address(address), parse_address(other)
+    return here == there and here[1] != 0
+
+
+def metrics_need_authentication(settings: Settings) -> bool:
+    """Whether /metrics is served over HTTPS to authorized callers only (`metrics_auth`)."""
+    if settings.metrics_auth != "auto":
+        return settings.metrics_auth == "kubernetes"
+    host, _ = parse_address(settings.metrics_addr)
+    if host == "localhost":
         return False
-    raise ValueError(f"not a boolean: {raw!r}")
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a name: whatever it resolves to, assume others can reach it
 
 
-def _port(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
-    return value
+def listen_on_loopback(address: str) -> str:
+    """`address` with an empty host (`:8082`, all interfaces: what a Pod needs) bound to
+    127.0.0.1 instead: `ray-operator dev` on a laptop serves no one else. An explicit host
+    (`0.0.0.0:8082`) is kept."""
+    host, _, port = address.rpartition(":")
+    return f"127.0.0.1:{port}" if not host else address
 
 
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def parse_address(address: str) -> tuple[str, int]:
+    """`host:port` (or `:port`, all interfaces) as a (host, port) pair."""
+    host, separator, port = address.rpartition(":")
+    if not separator or not port.isdigit():
+        raise ValueError(f"address must be host:port, got {address!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 __all__: Sequence[str] = ("Settings", "add_run_arguments", "parse_address", "settings_from_args")

@@ -1,9 +1,9 @@
-"""How the admission webhooks run: the frozen `WebhookOptions`, its flags and their env twins.
+"""How the admission webhooks run: the frozen `WebhookOptions` and `WEBHOOK_FLAGS`, its flags.
 
-Like `settings.py`: every `--webhook-…` flag can also come from `RAY_OPERATOR_WEBHOOK_…`, and
-`--webhooks/--no-webhooks` from `RAY_OPERATOR_WEBHOOKS`. Left unset, webhooks run when they can
-be reached: in a cluster (through their Service), or when `--webhook-url-base` or
-`--webhook-cert-dir` says how.
+Like `settings.py` (and through the same `flags.Flag` table): every `--webhook-…` flag can also
+come from `RAY_OPERATOR_WEBHOOK_…`, and `--webhooks/--no-webhooks` from `RAY_OPERATOR_WEBHOOKS`.
+Left unset, webhooks run when they can be reached: in a cluster (through their Service), or when
+`--webhook-url-base` or `--webhook-cert-dir` says how.
 
 `--no-webhooks` turns them off; so does `--webhook-port=0`, which config/namespaced once relied
 on while nothing honoured it: in a Pod the webhooks switched on, could not read their certificate
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ray_operator.settings import env_default, parse_boolean
+from ray_operator.flags import Flag, add_flags, flag_fields, optional_path
 
 
 @dataclass(frozen=True)
@@ -113,51 +113,65 @@ class WebhookOptions:
         return ["127.0.0.1"] if self.url_base else []
 
 
-def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the webhook flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
+def _or_none(value: str | None) -> str | None:
+    return value or None
 
-    env = env_default
-    defaults = WebhookOptions()
-    add = parser.add_argument
-    add(
-        "--webhooks",
-        action=argparse.BooleanOptionalAction,
-        default=env("webhooks", parse_boolean, None),
+
+WEBHOOK_FLAGS = (
+    Flag(
+        "webhooks",
+        switch=True,
+        default=None,
+        field="enabled",  # None (not said) is decided in webhook_options_from_args
         help="serve the admission webhooks; --no-webhooks (or --webhook-port=0) serves none "
         "(default: in a cluster, or with --webhook-url-base or --webhook-cert-dir)",
-    )
-    add(
-        "--webhook-host",
-        default=env("webhook-host", str, defaults.host),
+    ),
+    Flag(
+        "webhook-host",
+        field="host",
         help="webhook listen address (default: all interfaces; 127.0.0.1 with a URL base)",
-    )
-    add(
-        "--webhook-url-base",
-        default=env("webhook-url-base", str, None),
+    ),
+    Flag(
+        "webhook-url-base",
+        default=None,
+        field="url_base",
+        finish=_or_none,
         help="out of a cluster: register webhooks called at this https://host:port",
-    )
-    add(
-        "--webhook-cert-dir",
-        default=env("webhook-cert-dir", str, None),
+    ),
+    Flag(
+        "webhook-cert-dir",
+        field="cert_dir",
+        finish=optional_path,
         help="serve tls.crt/tls.key from this directory (cert-manager) instead of a "
         "self-managed certificate",
-    )
-    add(
-        "--webhook-namespace",
-        default=env("webhook-namespace", str, None),
+    ),
+    Flag(
+        "webhook-namespace",
+        default=None,
+        field="namespace",  # None (not said): webhook_options_from_args' default_namespace
         help="the operator's namespace: certificate Secret, webhook Service (default: the "
         "Lease namespace)",
-    )
-    add(
-        "--webhook-service-name",
-        default=env("webhook-service-name", str, defaults.service_name),
+    ),
+    Flag(
+        "webhook-service-name",
+        field="service_name",
         help="webhook Service name (default: %(default)s)",
-    )
-    add(
-        "--webhook-secret-name",
-        default=env("webhook-secret-name", str, defaults.secret_name),
+    ),
+    Flag(
+        "webhook-secret-name",
+        field="secret_name",
         help="self-managed certificate Secret name (default: %(default)s)",
-    )
+    ),
+)
+"""The webhook flags, each filling its `WebhookOptions` field (see `flags`); the port is
+`Settings.webhook_port` (`--webhook-port`, a flag of `settings.RUN_FLAGS`)."""
+
+
+def add_webhook_arguments(
+    parser: argparse.ArgumentParser, *, environ: Mapping[str, str] | None = None
+) -> None:
+    """Add the webhook flags (defaults from RAY_OPERATOR_* env vars) to `parser`."""
+    add_flags(parser, WEBHOOK_FLAGS, options=WebhookOptions, environ=environ)
 
 
 def webhook_options_from_args(
@@ -167,21 +181,18 @@ def webhook_options_from_args(
 
     Port 0 means no webhooks; asking for webhooks on port 0 is a contradiction (ValueError).
     """
-    enabled = args.webhooks
+    fields = flag_fields(args, WEBHOOK_FLAGS)
+    enabled = fields["enabled"]
     if port == 0:
         if enabled:
             raise ValueError("--webhooks needs a --webhook-port other than 0 (0 means off)")
         enabled = False
     if enabled is None:
         in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        enabled = in_cluster or bool(args.webhook_url_base or args.webhook_cert_dir)
-    return WebhookOptions(
-        enabled=enabled,
-        host=args.webhook_host,
-        port=port,
-        namespace=args.webhook_namespace or default_namespace,
-        url_base=args.webhook_url_base or None,
-        cert_dir=Path(args.webhook_cert_dir) if args.webhook_cert_dir else None,
-        service_name=args.webhook_service_name,
-        secret_name=args.webhook_secret_name,
-    )
+        enabled = in_cluster or bool(fields["url_base"] or fields["cert_dir"])
+    fields |= {
+        "enabled": enabled,
+        "port": port,
+        "namespace": fields["namespace"] or default_namespace,
+    }
+    return WebhookOptions(**fields)
