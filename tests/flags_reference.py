@@ -33,9 +33,11 @@ HEADER = """\
 Generated from the operator's own argparse parsers by `make flags-reference`
 (`python -m tests.flags_reference`): do not edit by hand; `tests/deploy/test_docs.py` fails when
 this page and the parsers disagree. Every flag with an environment twin can also come from that
-variable (a flag on the command line wins); repeatable flags take a comma-separated list from the
-environment, booleans `true`/`false`/`1`/`0`/`yes`/`no`. Defaults are the code's, before any
-environment variable.
+variable, read only when the flag is not given (the command line wins, and a repeatable flag
+given replaces the variable's list); repeatable flags take a comma-separated list from the
+environment, booleans `true`/`false`/`1`/`0`/`yes`/`no`/`on`/`off`. A value there that the flag
+would refuse stops the command that uses the flag, as a bad flag does (exit status 2, naming the
+flag and the variable). Defaults are the code's, before any environment variable.
 """
 
 

@@ -1,5 +1,7 @@
 """Specification: every flag is declared once, in one `ray_operator.flags.Flag` table, and the
-settings dataclasses have no field a flag fills without its entry (nor an entry without a field).
+settings dataclasses have no field a flag fills without its entry (nor an entry without a field);
+a flag's `RAY_OPERATOR_<FLAG>` twin stands in for it only when the flag is not given, and a bad
+value there is refused as argparse refuses a bad flag, by the command that uses it only.
 
 `settings.RUN_FLAGS` fills `Settings`, `webhooks.options.WEBHOOK_FLAGS` fills `WebhookOptions`,
 `cli.DEV_FLAGS` fills nothing (`dev` reads them itself). A flag spelled a second time (another
@@ -8,13 +10,15 @@ argparse argument, a field filled by hand) fails here.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 
+import pytest
 from ray_operator import cli
 from ray_operator.flags import Flag
-from ray_operator.settings import RUN_FLAGS, Settings
+from ray_operator.settings import RUN_FLAGS, Settings, settings_from_args
 from ray_operator.webhooks.options import WEBHOOK_FLAGS, WebhookOptions
 
 WEBHOOK_FIELDS_NO_FLAG_FILLS = {
@@ -76,3 +80,99 @@ def test_no_flag_name_or_environment_variable_is_declared_twice_across_the_table
     twins = Counter(flag.environment for flag in every if flag.environment is not None)
     assert [name for name, count in names.items() if count > 1] == []
     assert [twin for twin, count in twins.items() if count > 1] == []
+
+
+EVERY_FLAG = (*RUN_FLAGS, *WEBHOOK_FLAGS, *cli.DEV_FLAGS)
+REPEATABLE_RUN_FLAGS = [flag for flag in RUN_FLAGS if flag.repeatable]
+
+
+def parse_run(*argv: str) -> argparse.Namespace:
+    """`ray-operator run`'s arguments as `ray-operator` parses them (twins from os.environ)."""
+    args: argparse.Namespace = cli._build_parser().parse_args(["run", *argv])
+    return args
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "flag", "says"),
+    [
+        ("RAY_OPERATOR_MAX_CONCURRENT_RECONCILES", "abc", "--max-concurrent-reconciles", "'abc'"),
+        ("RAY_OPERATOR_MAX_CONCURRENT_RECONCILES", "0", "--max-concurrent-reconciles", "least 1"),
+        ("RAY_OPERATOR_LEASE_DURATION", "soon", "--lease-duration", "invalid float value: 'soon'"),
+        ("RAY_OPERATOR_SERVE_GRAPH_EVENTS_PORT", "70000", "--serve-graph-events-port", "65535"),
+        ("RAY_OPERATOR_LEADER_ELECT", "maybe", "--leader-elect", "not a boolean: 'maybe'"),
+        ("RAY_OPERATOR_WEBHOOKS", "perhaps", "--webhooks", "not a boolean: 'perhaps'"),
+        ("RAY_OPERATOR_LOG_FORMAT", "xml", "--log-format", "invalid choice: 'xml'"),
+        ("RAY_OPERATOR_METRICS_AUTH", "tls", "--metrics-auth", "must be one of"),
+        ("RAY_OPERATOR_FEATURE_GATES", "Foo=true", "--feature-gates", "unknown feature gate"),
+        ("RAY_OPERATOR_BATCH_SCHEDULER", "slurm", "--batch-scheduler", "'slurm'"),
+    ],
+)
+def test_a_bad_environment_value_is_refused_as_argparse_refuses_a_bad_flag_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    flag: str,
+    says: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run()
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"ray-operator run: error: argument {flag}")
+    assert f"from {variable}: " in error
+    assert says in error
+
+
+def test_a_bad_environment_value_is_no_error_for_a_command_without_its_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for flag in EVERY_FLAG:
+        if flag.environment is not None:
+            monkeypatch.setenv(flag.environment, "not a value of any flag")
+    args = cli._build_parser().parse_args(["convert", "cluster.yaml"])
+    assert args.file == "cluster.yaml"
+
+
+def test_a_flag_given_on_the_command_line_leaves_its_bad_environment_value_unread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAY_OPERATOR_MAX_CONCURRENT_RECONCILES", "abc")
+    monkeypatch.setenv("RAY_OPERATOR_LEADER_ELECT", "maybe")
+    settings = settings_from_args(
+        parse_run("--max-concurrent-reconciles", "3", "--no-leader-elect")
+    )
+    assert (settings.max_concurrent_reconciles, settings.leader_elect) == (3, False)
+
+
+def test_feature_gates_flags_add_to_the_environments_so_a_bad_one_there_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RAY_OPERATOR_FEATURE_GATES", "Foo=true")
+    with pytest.raises(SystemExit) as exit_info:
+        parse_run("--feature-gates", "RayCronJob=false")
+    assert exit_info.value.code == 2
+    assert "from RAY_OPERATOR_FEATURE_GATES: unknown feature gate 'Foo'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", REPEATABLE_RUN_FLAGS, ids=lambda flag: flag.name)
+def test_a_repeatable_flag_given_replaces_its_environment_list(
+    monkeypatch: pytest.MonkeyPatch, flag: Flag
+) -> None:
+    assert flag.environment is not None
+    assert flag.field is not None
+    monkeypatch.setenv(flag.environment, "from-environment.example,second.example")
+    settings = settings_from_args(parse_run(flag.option, "from-command-line.example"))
+    assert getattr(settings, flag.field) == ("from-command-line.example",)
+
+
+@pytest.mark.parametrize("flag", REPEATABLE_RUN_FLAGS, ids=lambda flag: flag.name)
+def test_a_repeatable_flag_not_given_takes_its_environment_list(
+    monkeypatch: pytest.MonkeyPatch, flag: Flag
+) -> None:
+    assert flag.environment is not None
+    assert flag.field is not None
+    monkeypatch.setenv(flag.environment, "from-environment.example, second.example")
+    settings = settings_from_args(parse_run())
+    assert getattr(settings, flag.field) == ("from-environment.example", "second.example")

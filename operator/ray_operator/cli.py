@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ray_operator import __version__
-from ray_operator.flags import Flag, Twin, add_flags, positive_int
+from ray_operator.flags import Flag, add_flags, positive_int
 from ray_operator.lean_imports import defer_unneeded_imports
 
 if TYPE_CHECKING:
@@ -176,14 +176,14 @@ DEV_FLAGS = (
         "dir",
         convert=Path,
         default=Path(".local-cluster"),
-        twin=Twin.NONE,
+        twin=False,
         help="where the local control plane keeps its state (default: %(default)s)",
     ),
     Flag(
         "local-ray",
         switch=True,
         default=None,
-        twin=Twin.NONE,
+        twin=False,
         help="give the head, worker and RayJob submitter Pods the operator creates on the fake "
         "node real local Ray processes, run as you (default: on with the embedded control plane, "
         "off when KUBECONFIG names another cluster; --no-local-ray for the API behaviour only)",
@@ -192,22 +192,20 @@ DEV_FLAGS = (
         "local-ray-max-clusters",
         convert=positive_int,
         default=4,
-        twin=Twin.NONE,
+        twin=False,
         help="local Ray clusters at once, about 1 GiB per head (default: %(default)s)",
     ),
     Flag(
         "local-ray-max-nodes",
         convert=positive_int,
         default=10,
-        twin=Twin.NONE,
+        twin=False,
         help="local Ray nodes (heads and workers) at once, 0.3-0.6 GiB per worker "
         "(default: %(default)s)",
     ),
     Flag(
         "local-ray-executable",
         convert=_executable_file,
-        # The twin stays text until parsing, so a bad path is argparse's error for `dev` only.
-        twin_convert=str,
         default=None,
         metavar="PATH",
         help="the `ray` local Ray nodes run; its directory's `python` runs their entrypoints and "

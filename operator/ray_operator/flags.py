@@ -7,35 +7,24 @@ the argparse arguments (defaults from the environment twins) and `flag_fields` r
 values back as that dataclass's fields; tests/flags_reference.py documents the same tables.
 Adding a flag is one entry plus its use.
 
-Every twin is `RAY_OPERATOR_<FLAG>` (`--lease-name`: `RAY_OPERATOR_LEASE_NAME`); a flag on the
-command line wins. Switches take true/false/1/0/yes/no/on/off from the environment, repeatable
-flags a comma-separated list. The twin of a repeatable flag is either its default, which the
-flags then add to (`Twin.DEFAULT`), or read only when the flag is not given at all
-(`Twin.UNSET`: the flags replace it).
+Every twin is `RAY_OPERATOR_<FLAG>` (`--lease-name`: `RAY_OPERATOR_LEASE_NAME`), and the command
+line wins: the twin is used only when its flag is not given. Switches take
+true/false/1/0/yes/no/on/off from the environment, repeatable flags a comma-separated list (which
+flags given replace, never add to). A twin's text is converted only when the (sub)command being
+parsed uses it, and a value its flag would refuse is refused as argparse refuses a bad flag (exit
+status 2), naming the flag, the variable and, as argparse does, the value: no flag holds a secret.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import enum
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "RAY_OPERATOR_"
-
-
-class Twin(enum.Enum):
-    """How a flag's `RAY_OPERATOR_<FLAG>` environment variable is read."""
-
-    NONE = "none"
-    """No twin."""
-    DEFAULT = "default"
-    """Read while the parser is built: converted, it is the flag's default."""
-    UNSET = "unset"
-    """Read after parsing, when the (repeatable) flag was not given: the flags replace it."""
 
 
 class _FieldDefault:
@@ -45,6 +34,15 @@ class _FieldDefault:
 
 FIELD_DEFAULT: Any = _FieldDefault()
 """A `Flag.default` meaning: the default of the dataclass field the flag fills."""
+
+
+class EnvironmentText(str):
+    """A twin's text, as argparse's default of its flag.
+
+    argparse converts a text default with the flag's `type` after parsing, only in the
+    (sub)command parsed and only when the flag was not given; the `type` `Flag.argument` gives
+    knows this text from the command line's by its class, and refuses it naming the variable.
+    """
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,11 +58,8 @@ class Flag:
     """Converts the command line's text (argparse's `type`) and the twin's; None: kept as text."""
     default: Any = FIELD_DEFAULT
     """The code's default, before any environment variable."""
-    twin: Twin = Twin.DEFAULT
-    """How `RAY_OPERATOR_<NAME>` is read."""
-    twin_convert: Callable[[str], Any] | None = None
-    """Converts the twin when `convert` should not (None: `convert`, parse_boolean for a
-    switch, `comma_list` for a repeatable flag)."""
+    twin: bool = True
+    """Whether `RAY_OPERATOR_<NAME>` stands in for the flag when it is not given."""
     default_env: str | None = None
     """Another variable that, when set, replaces `default` (the twin still wins over it)."""
     switch: bool = False
@@ -72,7 +67,8 @@ class Flag:
     repeatable: bool = False
     """May be given more than once; the values are collected into a list."""
     action: type[argparse.Action] | None = None
-    """A custom argparse action (for a value flag)."""
+    """A custom argparse action (for a value flag); one that adds to the value before it reads
+    that value with `earlier_value`."""
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     dest: str = ""
@@ -95,7 +91,7 @@ class Flag:
     @property
     def environment(self) -> str | None:
         """`RAY_OPERATOR_<NAME>`, or None for a flag without a twin."""
-        return None if self.twin is Twin.NONE else environment_name(self.name)
+        return environment_name(self.name) if self.twin else None
 
     def code_default(self, options: type[Any] | None) -> Any:
         """`default`, or the default of its field of the dataclass `options`."""
@@ -113,24 +109,53 @@ class Flag:
         raise TypeError(f"{self.option}: {options.__name__}.{self.field} has no default")
 
     def parser_default(self, options: type[Any] | None, environ: Mapping[str, str]) -> Any:
-        """The argparse default: the twin converted, else `default_env`, else the code's."""
-        raw = environ.get(environment_name(self.name))
-        if self.twin is Twin.DEFAULT and raw is not None:
-            return self._twin_convert()(raw)
+        """The argparse default: the twin's text (`EnvironmentText`), else `default_env`, else
+        the code's; None for a repeatable flag, whose twin `value` reads (a list default would
+        be added to by `append`)."""
+        if self.repeatable:
+            return None
+        raw = self._twin_text(environ)
+        if raw is not None:
+            return EnvironmentText(raw)
         if self.default_env is not None and self.default_env in environ:
             return environ[self.default_env]
-        if self.twin is Twin.UNSET:
-            return None  # a list default would be added to by `append`; read after parsing
         return self.code_default(options)
 
-    def _twin_convert(self) -> Callable[[str], Any]:
-        if self.twin_convert is not None:
-            return self.twin_convert
-        if self.switch:
-            return parse_boolean
-        if self.repeatable:
-            return comma_list
-        return self.convert or str
+    def _twin_text(self, environ: Mapping[str, str]) -> str | None:
+        return None if self.environment is None else environ.get(self.environment)
+
+    def twin_value(self, raw: str) -> Any:
+        """The twin's text `raw` as the flag's value; argparse.ArgumentTypeError naming the
+        variable when the flag would refuse it."""
+        convert = parse_boolean if self.switch else self.convert or str
+        source = f"from {self.environment}"
+        try:
+            value = convert(raw)
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"{source}: {error}") from None
+        except (TypeError, ValueError):
+            name = getattr(convert, "__name__", repr(convert))
+            raise argparse.ArgumentTypeError(f"{source}: invalid {name} value: {raw!r}") from None
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(repr(choice) for choice in self.choices)
+            raise argparse.ArgumentTypeError(
+                f"{source}: invalid choice: {value!r} (choose from {allowed})"
+            )
+        return value
+
+    def _argparse_type(self) -> Callable[[str], Any]:
+        """argparse's `type`: `convert` for the command line's text, `twin_value` for the
+        twin's (an `EnvironmentText` default argparse converts only when the flag is unused)."""
+        convert = self.convert
+
+        def converted(text: str) -> Any:
+            if isinstance(text, EnvironmentText):
+                return self.twin_value(str(text))
+            return text if convert is None else convert(text)
+
+        # argparse names it in its own refusal of the command line's text ("invalid int value").
+        converted.__name__ = getattr(convert, "__name__", "str")
+        return converted
 
     def argument(self, options: type[Any] | None, environ: Mapping[str, str]) -> dict[str, Any]:
         """`add_argument`'s keywords for this flag."""
@@ -140,20 +165,44 @@ class Flag:
             "help": self.help,
         }
         if self.switch:
-            return keywords | {"action": argparse.BooleanOptionalAction}
+            return keywords | {"action": _Switch, "twin_type": self._argparse_type()}
         if self.repeatable:
             keywords["action"] = "append"
         elif self.action is not None:
             keywords["action"] = self.action
-        optional = {"type": self.convert, "choices": self.choices, "metavar": self.metavar}
+        converted = self.convert if self.repeatable else self._argparse_type()
+        optional = {"type": converted, "choices": self.choices, "metavar": self.metavar}
         return keywords | {key: value for key, value in optional.items() if value is not None}
 
     def value(self, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
-        """The field's value from parsed `args` (a `Twin.UNSET` twin read now)."""
+        """The field's value from parsed `args`; a repeatable flag not given: its twin's list
+        (empty without one)."""
         parsed = getattr(args, self.dest)
-        if parsed is None and self.twin is Twin.UNSET:
-            parsed = comma_list(environ.get(environment_name(self.name), ""))
+        if parsed is None and self.repeatable:
+            parsed = comma_list(self._twin_text(environ) or "")
         return parsed if self.finish is None else self.finish(parsed)
+
+
+class _Switch(argparse.BooleanOptionalAction):
+    """`--<name>/--no-<name>` whose twin's text argparse converts with `twin_type` (the
+    BooleanOptionalAction `type` keyword is deprecated since Python 3.12; the attribute is
+    argparse's own)."""
+
+    def __init__(self, *args: Any, twin_type: Callable[[str], Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.type = twin_type
+
+
+def earlier_value(action: argparse.Action, namespace: argparse.Namespace) -> Any:
+    """The value a custom `action` adds to: the one in `namespace`, its twin's text (which
+    argparse has not converted yet) converted now, refused as argparse refuses a bad flag."""
+    value = getattr(namespace, action.dest)
+    if not isinstance(value, EnvironmentText) or action.type is None:
+        return value
+    try:
+        return action.type(value)  # type: ignore[operator]  # argparse types it as str | callable
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentError(action, str(error)) from None
 
 
 def add_flags(
@@ -190,7 +239,7 @@ def parse_boolean(raw: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"not a boolean: {raw!r}")
+    raise argparse.ArgumentTypeError(f"not a boolean: {raw!r} (true/false, 1/0, yes/no or on/off)")
 
 
 def comma_list(raw: str) -> list[str]:

@@ -3,9 +3,9 @@
 Each entry of `RUN_FLAGS` (a `flags.Flag`) fills the `Settings` field of its name, so a flag is
 declared once: its type, help and default there (the default, unless the flag says otherwise, is
 the field's), its env twin derived. Every flag `--some-flag` can also come from
-`RAY_OPERATOR_SOME_FLAG` (a flag on the command line wins). Repeatable flags take a
-comma-separated list from the environment (`RAY_OPERATOR_NAMESPACE=a,b`); booleans take
-true/false/1/0/yes/no.
+`RAY_OPERATOR_SOME_FLAG` (a flag on the command line wins, and replaces the variable's value).
+Repeatable flags take a comma-separated list from the environment (`RAY_OPERATOR_NAMESPACE=a,b`);
+booleans take true/false/1/0/yes/no/on/off; a value the flag would refuse is refused at start.
 
 `cli.py` calls `add_run_arguments(parser)` and `settings_from_args(args)`; the app takes `Settings`.
 """
@@ -30,9 +30,9 @@ from ray_operator.builders.batch_scheduling import (
 from ray_operator.features import FeatureGates, InvalidFeatureGatesError, parse_feature_gates
 from ray_operator.flags import (
     Flag,
-    Twin,
     add_flags,
     comma_list,
+    earlier_value,
     flag_fields,
     optional_path,
     port_number,
@@ -210,7 +210,7 @@ class _MergeFeatureGates(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        earlier: FeatureGates = getattr(namespace, self.dest)
+        earlier: FeatureGates = earlier_value(self, namespace)
         setattr(namespace, self.dest, earlier.merged(values))
 
 
@@ -258,7 +258,6 @@ RUN_FLAGS = (
         "namespace",
         dest="namespaces",
         repeatable=True,
-        twin=Twin.UNSET,
         finish=_unique,
         help="watch only this namespace (repeatable; default: all namespaces)",
     ),
@@ -375,7 +374,6 @@ RUN_FLAGS = (
     Flag(
         "serve-graph-allowed-hosts",
         repeatable=True,
-        twin=Twin.UNSET,
         finish=allowed_hosts,
         help="[http://]host[:port] list (comma-separated, repeatable) RayServeGraphs may fetch "
         "from; without a scheme, https only (default: any host; failures then say nothing of "
