@@ -20,7 +20,6 @@ answers again.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime
 import logging
@@ -54,6 +53,7 @@ from ray_operator.spec.dashboard_errors import (
 )
 from ray_operator.spec.kinds import POD, SECRET
 from ray_operator.spec.object_names import check_name
+from ray_operator.spec.secret_values import MissingSecretKeyError, secret_text
 from ray_operator.status.dashboard_reachability import (
     Reachability,
     cause_changed,
@@ -229,14 +229,15 @@ class DashboardAccess:
                 f"Ray auth Secret {metadata['namespace']}/{secret_name} not found",
                 cause=UNAUTHORIZED,
             ) from error
-        encoded = (secret.get("data") or {}).get(names.AUTH_TOKEN_SECRET_KEY)
-        if not encoded:
+        try:
+            # Not strict base64: this reader never was (the API server's `data` is base64 anyway).
+            return secret_text(secret, names.AUTH_TOKEN_SECRET_KEY, strict=False)
+        except MissingSecretKeyError:
             raise DashboardUnavailable(
                 f"Ray auth Secret {metadata['namespace']}/{secret_name} has no "
                 f"{names.AUTH_TOKEN_SECRET_KEY!r} key",
                 cause=UNAUTHORIZED,
-            )
-        return base64.b64decode(encoded).decode().strip()
+            ) from None
 
 
 def _cluster_key(cluster: Mapping[str, Any]) -> str:

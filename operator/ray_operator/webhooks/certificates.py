@@ -33,6 +33,7 @@ from ray_operator.pki import CLOCK_SKEW_ALLOWANCE, KeyPair, create_ca, issue_cer
 from ray_operator.runtime.client import KubeClient, Object
 from ray_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from ray_operator.spec.kinds import Kind
+from ray_operator.spec.secret_values import secret_values
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ class CertificateBundle:
     def from_secret(cls, secret: Object) -> CertificateBundle | None:
         """The bundle in a Secret; None when it is incomplete or unreadable (then re-issued)."""
         try:
-            data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+            # Every key, not strict base64, as this reader always took them: any key that
+            # does not decode means a re-issue (SecretValueError is a ValueError).
+            data = secret_values(secret, strict=False)
             ca_bundle = data[CA_CERT_KEY]
             ca_certs = x509.load_pem_x509_certificates(ca_bundle)
             ca = KeyPair(ca_certs[0].public_bytes(Encoding.PEM), data[CA_KEY_KEY])
