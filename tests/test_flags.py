@@ -156,23 +156,24 @@ def test_feature_gates_flags_add_to_the_environments_so_a_bad_one_there_is_refus
     assert "from RAY_OPERATOR_FEATURE_GATES: unknown feature gate 'Foo'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", REPEATABLE_RUN_FLAGS, ids=lambda flag: flag.name)
-def test_a_repeatable_flag_given_replaces_its_environment_list(
-    monkeypatch: pytest.MonkeyPatch, flag: Flag
-) -> None:
+def run_field_with_twin(flag: Flag, twin: str, *argv: str) -> object:
+    """The `Settings` field `flag` fills, its environment twin set to `twin`."""
     assert flag.environment is not None
     assert flag.field is not None
-    monkeypatch.setenv(flag.environment, "from-environment.example,second.example")
-    settings = settings_from_args(parse_run(flag.option, "from-command-line.example"))
-    assert getattr(settings, flag.field) == ("from-command-line.example",)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv(flag.environment, twin)
+        return getattr(settings_from_args(parse_run(*argv)), flag.field)
 
 
 @pytest.mark.parametrize("flag", REPEATABLE_RUN_FLAGS, ids=lambda flag: flag.name)
-def test_a_repeatable_flag_not_given_takes_its_environment_list(
-    monkeypatch: pytest.MonkeyPatch, flag: Flag
-) -> None:
-    assert flag.environment is not None
-    assert flag.field is not None
-    monkeypatch.setenv(flag.environment, "from-environment.example, second.example")
-    settings = settings_from_args(parse_run())
-    assert getattr(settings, flag.field) == ("from-environment.example", "second.example")
+def test_a_repeatable_flag_given_replaces_its_environment_list(flag: Flag) -> None:
+    given = run_field_with_twin(
+        flag, "from-environment.example,second.example", flag.option, "from-command-line.example"
+    )
+    assert given == ("from-command-line.example",)
+
+
+@pytest.mark.parametrize("flag", REPEATABLE_RUN_FLAGS, ids=lambda flag: flag.name)
+def test_a_repeatable_flag_not_given_takes_its_environment_list(flag: Flag) -> None:
+    not_given = run_field_with_twin(flag, "from-environment.example, second.example")
+    assert not_given == ("from-environment.example", "second.example")
