@@ -671,7 +671,7 @@ async def test_a_burst_of_events_costs_one_fetch_at_the_registry(
 ) -> None:
     # Imported here: the controller and the fetcher are other modules' work (issue 14).
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
-    from ray_operator.servegraph.fetch import FetchPolicy
+    from ray_operator.spec.fetch_types import FetchPolicy
 
     from tests.servegraph.artifact_server import ArtifactServer
     from tests.servegraph.graphs import document, pipeline_graph
