@@ -1,6 +1,6 @@
 """A Secret's values and its `ray-operator.io/serve-graphs` opt-in list, read one way: the
 serve-graph token and CA bundle (the controller's fetch) and the event endpoint's refresh secret
-(`servegraph.events`) all come through here.
+(`servegraph.event_requests`) all come through here.
 
 Pure: the Secret is a dict as the API server returns it (`data` base64-encoded). What goes
 wrong is said naming the Secret and the key, never a value: a Secret's bytes never reach a
