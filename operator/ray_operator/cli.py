@@ -295,8 +295,8 @@ def controllers_for(
     from ray_operator.controllers.rayservice import rayservice_controller
     from ray_operator.dashboard.resolver import resolver_from_overrides
     from ray_operator.features import RAY_CRON_JOB as RAY_CRON_JOB_GATE
-    from ray_operator.servegraph.fetch import FetchPolicy
     from ray_operator.settings import cluster_limits
+    from ray_operator.spec.fetch_types import FetchPolicy
 
     if limits is None:
         limits = cluster_limits(settings)

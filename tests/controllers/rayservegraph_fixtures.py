@@ -30,7 +30,7 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 from ray_operator.runtime.controller import ControllerFactory
 from ray_operator.runtime.errors import NotFound
-from ray_operator.servegraph.fetch import FetchPolicy
+from ray_operator.spec.fetch_types import FetchPolicy
 from ray_operator.spec.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, SECRET, Kind
 from ray_operator.spec.serve_graph_names import (
     REFRESH_REQUESTED_ANNOTATION,

@@ -24,7 +24,7 @@ from ray_operator.builders.serve_graph import (
     digest,
 )
 from ray_operator.controllers.rayservegraph import FINALIZER, SPEC_HASH_ANNOTATION
-from ray_operator.servegraph.fetch import FetchPolicy
+from ray_operator.spec.fetch_types import FetchPolicy
 from ray_operator.spec.kinds import CONFIG_MAP, RAY_SERVE_GRAPH, RAY_SERVICE
 from ray_operator.spec.serve_graph_names import GRAPH_LABEL
 

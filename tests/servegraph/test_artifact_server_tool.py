@@ -18,13 +18,13 @@ from ray_operator.servegraph.artifact_server import (
     parse_arguments,
     tls_context,
 )
-from ray_operator.servegraph.fetch import (
+from ray_operator.servegraph.fetch import fetch_artifact
+from ray_operator.spec.fetch_types import (
     Artifact,
     ArtifactFetchError,
     ArtifactRequest,
     FetchPolicy,
     NotModified,
-    fetch_artifact,
 )
 from ray_operator_io.v1alpha1 import serve_graph_pb2
 

@@ -28,22 +28,23 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.metrics import Metrics
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.errors import NotFound
-from ray_operator.servegraph.events import (
+from ray_operator.servegraph.event_coalescing import (
+    RefreshCoalescer,
+    SecretCache,
+    refresh_timestamp,
+)
+from ray_operator.servegraph.event_requests import (
     CloudEventReference,
     Credentials,
-    RefreshCoalescer,
-    RefreshEndpoint,
     RefusedError,
-    SecretCache,
-    ServeGraphEvents,
     cloudevent_credentials,
     presents_credentials,
     read_cloudevent,
     refresh_credentials,
     refresh_secret_value,
-    refresh_timestamp,
     verify,
 )
+from ray_operator.servegraph.events import RefreshEndpoint, ServeGraphEvents
 from ray_operator.servegraph.signatures import (
     BODY_SIGNATURE_HEADER,
     GITHUB_BODY_SIGNATURE_HEADER,
@@ -671,7 +672,7 @@ async def test_a_burst_of_events_costs_one_fetch_at_the_registry(
 ) -> None:
     # Imported here: the controller and the fetcher are other modules' work (issue 14).
     from ray_operator.controllers.rayservegraph import rayservegraph_controller
-    from ray_operator.servegraph.fetch import FetchPolicy
+    from ray_operator.spec.fetch_types import FetchPolicy
 
     from tests.servegraph.artifact_server import ArtifactServer
     from tests.servegraph.graphs import document, pipeline_graph

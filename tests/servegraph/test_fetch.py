@@ -18,16 +18,15 @@ from typing import Any
 
 import pytest
 from ray_operator import pki
-from ray_operator.servegraph.fetch import (
+from ray_operator.servegraph.fetch import Fetcher, fetch_artifact
+from ray_operator.spec.fetch_types import (
     Artifact,
     ArtifactFetchError,
     ArtifactRequest,
-    Fetcher,
     FetchPolicy,
     NotModified,
-    check_secret_opt_in,
-    fetch_artifact,
 )
+from ray_operator.spec.fetch_urls import check_secret_opt_in
 from ray_operator.spec.serve_graph_names import SECRET_GRAPHS_ANNOTATION, SECRET_HOSTS_ANNOTATION
 
 from tests.servegraph.artifact_server import ArtifactServer, StaticResolver

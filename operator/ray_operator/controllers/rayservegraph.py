@@ -55,7 +55,8 @@ from ray_operator.runtime.errors import (
     Invalid,
     KubeError,
 )
-from ray_operator.servegraph.fetch import Fetcher, FetchPolicy
+from ray_operator.servegraph.fetch import Fetcher
+from ray_operator.spec.fetch_types import FetchPolicy
 from ray_operator.spec.kinds import (
     CONFIG_MAP,
     RAY_CLUSTER,

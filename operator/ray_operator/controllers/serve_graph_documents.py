@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from ray_operator.servegraph.fetch import Artifact, NotModified
+from ray_operator.spec.fetch_types import Artifact, NotModified
 from ray_operator.status.rayservegraph import ConditionState
 
 if TYPE_CHECKING:

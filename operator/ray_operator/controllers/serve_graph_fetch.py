@@ -52,13 +52,8 @@ from ray_operator.controllers.serve_graph_documents import (
     GraphMemory,
 )
 from ray_operator.controllers.serve_graph_secrets import SourceSecrets
-from ray_operator.servegraph.fetch import (
-    Artifact,
-    ArtifactFetchError,
-    ArtifactRequest,
-    Fetcher,
-    NotModified,
-)
+from ray_operator.servegraph.fetch import Fetcher
+from ray_operator.spec.fetch_types import Artifact, ArtifactFetchError, ArtifactRequest, NotModified
 from ray_operator.spec.serve_graph_names import MAX_DOCUMENT_BYTES, REFRESH_REQUESTED_ANNOTATION
 from ray_operator.status import rayservegraph as rules
 from ray_operator.status.rayservegraph import ConditionState

@@ -1,6 +1,6 @@
 """The Secrets a RayServeGraph's source names, read for one fetch: the bearer token
 (`spec.source.tokenSecretRef`, sent only when the Secret opted in for the URL's host and, if it
-lists graphs, for this graph: `servegraph.fetch.check_secret_opt_in`) and the CA bundle
+lists graphs, for this graph: `spec.fetch_urls.check_secret_opt_in`) and the CA bundle
 (`spec.source.caBundleSecretRef`).
 
 Each is read by name at each fetch (`get`, never list or watch: least privilege) and decoded by
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ray_operator.controllers.serve_graph_documents import FetchFailure
 from ray_operator.runtime.errors import Forbidden, NotFound
-from ray_operator.servegraph.fetch import ArtifactFetchError, check_secret_opt_in
+from ray_operator.spec.fetch_types import ArtifactFetchError
+from ray_operator.spec.fetch_urls import check_secret_opt_in
 from ray_operator.spec.kinds import SECRET
 from ray_operator.spec.secret_values import SecretValueError, secret_value
 

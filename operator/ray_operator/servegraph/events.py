@@ -59,18 +59,18 @@ reconcile would cost two fetches (the reconcile that handled the first value fin
 A request arriving after a window closed opens the next one: it may announce a newer document,
 so it is never dropped. (Each replica coalesces its own requests: R replicas behind a Service
 cost at most R fetches per burst.)
+
+This module decides the order of the answers and serves them (`RefreshEndpoint`, the aiohttp
+application, the component). What a request presents and names is read without I/O in
+`event_requests`; the coalescing and the Secret cache are `event_coalescing`; the signature
+schemes, the time window and the replay memory are `signatures`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import datetime
-import hmac
-import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -80,32 +80,41 @@ from aiohttp import web
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
 from ray_operator.runtime.store import StoreView
+from ray_operator.servegraph.event_coalescing import (
+    DEFAULT_COALESCE_SECONDS,
+    SECRET_CACHE_SECONDS,
+    RefreshCoalescer,
+    SecretCache,
+)
+from ray_operator.servegraph.event_requests import (
+    CREDENTIALS_REQUIRED,
+    STALE_SIGNATURE,
+    Credentials,
+    RefusedError,
+    cannot_name_an_object,
+    cloudevent_credentials,
+    presents_credentials,
+    read_cloudevent,
+    refresh_credentials,
+    refresh_secret_ref,
+    refresh_secret_value,
+    verify,
+)
 from ray_operator.servegraph.signatures import (
-    BODY_SIGNATURE_HEADER,
-    GITHUB_BODY_SIGNATURE_HEADER,
-    REFRESH_SIGNATURE_HEADER,
-    TOLERANCE_SECONDS,
     Replayed,
     ReplayMemory,
     ReplayMemoryFull,
     Signature,
-    body_signature,
-    is_body_signature,
-    is_refresh_signature,
-    refresh_signature,
-    unix_seconds_of,
     within_window,
 )
 from ray_operator.server import (
     BoundedSite,
     ReadLimits,
-    bearer_token,
     bounded_application,
     bounded_runner,
     start_site,
 )
 from ray_operator.spec.kinds import RAY_SERVE_GRAPH, SECRET, WATCHED_KINDS
-from ray_operator.spec.secret_values import SecretValueError, graphs_opted_in, secret_value
 from ray_operator.spec.serve_graph_names import (
     REFRESH_REQUESTED_ANNOTATION,
     SECRET_GRAPHS_ANNOTATION,
@@ -124,319 +133,7 @@ EVENTS_ROUTE = API_ROOT + "/events"
 CLOUDEVENTS_CONTENT_TYPES = ("application/cloudevents+json", "application/json")
 EVENT_READ_LIMITS = ReadLimits(max_body_bytes=64 * 1024)
 """An event is a few hundred bytes; 64 KiB leaves room for a CloudEvent's `data`."""
-DEFAULT_COALESCE_SECONDS = 1.0
-SECRET_CACHE_SECONDS = 5.0
-"""How long a read refresh Secret is reused: a burst of N events reads it once, and a rotated
-secret applies within seconds."""
-_MAX_CACHED_SECRETS = 1024
 _MAX_WARNINGS = 1024
-_DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-_SUBJECT_RE = re.compile(r"^namespaces/([^/]+)/rayservegraphs/([^/]+)$")
-CREDENTIALS_REQUIRED = (
-    f"credentials required: a bearer token or {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex>"
-    f" (CloudEvents: or {BODY_SIGNATURE_HEADER})\n"
-)
-BODY_SIGNATURE_REFUSED = (
-    f"a signature of the body alone ({BODY_SIGNATURE_HEADER} or {GITHUB_BODY_SIGNATURE_HEADER}) "
-    "could be replayed forever and is not accepted on this route: sign the time, the object and "
-    f'the body with {REFRESH_SIGNATURE_HEADER}: t=<unix seconds>,v1=<hex> (see "The event '
-    'endpoint" in docs/features/rayservegraph.md)\n'
-)
-STALE_SIGNATURE = (
-    f"the signature's time is more than {TOLERANCE_SECONDS} s from the operator's clock: sign "
-    "each request when sending it (and check the sender's clock)\n"
-)
-
-
-class RefusedError(Exception):
-    """An answer other than 202: the HTTP status and a short text (never a secret)."""
-
-    def __init__(self, status: int, text: str, *, retry_after: int | None = None) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-        self.retry_after = retry_after
-
-
-# --- credentials (pure) ---------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Credentials:
-    """What a caller presented; at least one of the two is set."""
-
-    bearer: bytes | None = dataclasses.field(default=None, repr=False)
-    """The token of `Authorization: Bearer <token>`."""
-    signature: Signature | None = None
-    """A signature over a time, the object and the body (see `signatures`)."""
-
-
-def presents_credentials(headers: Mapping[str, str]) -> bool:
-    """Whether `headers` hold a credential of a usable shape (else 401 before the body is read)."""
-    return (
-        _bearer_token(headers.get("Authorization", "")) is not None
-        or is_refresh_signature(headers.get(REFRESH_SIGNATURE_HEADER, ""))
-        or is_body_signature(_body_signature_header(headers))
-    )
-
-
-def refresh_credentials(
-    headers: Mapping[str, str], *, namespace: str, name: str, body: bytes
-) -> Credentials:
-    """The credentials of a request on the refresh route; `RefusedError(401)` when none is
-    usable there (a body-only signature is not: it says nothing of when, nor for what)."""
-    bearer = _bearer_token(headers.get("Authorization", ""))
-    header = headers.get(REFRESH_SIGNATURE_HEADER, "")
-    signature = refresh_signature(header, namespace=namespace, name=name, body=body)
-    if bearer is None and signature is None:
-        if not header and is_body_signature(_body_signature_header(headers)):
-            raise RefusedError(401, BODY_SIGNATURE_REFUSED)
-        raise RefusedError(401, CREDENTIALS_REQUIRED)
-    return Credentials(bearer=bearer, signature=signature)
-
-
-def cloudevent_credentials(
-    headers: Mapping[str, str], *, event: CloudEventReference, body: bytes
-) -> Credentials:
-    """The credentials of a CloudEvent: a bearer token, and `Ray-Operator-Signature` or a body
-    signature (which needs the event's `time`); `RefusedError` 400/401 otherwise."""
-    bearer = _bearer_token(headers.get("Authorization", ""))
-    refresh_header = headers.get(REFRESH_SIGNATURE_HEADER, "")
-    body_header = _body_signature_header(headers)
-    if refresh_header and body_header:
-        raise RefusedError(400, "one signature per request, not two\n")
-    signature: Signature | None = None
-    if refresh_header:
-        signature = refresh_signature(
-            refresh_header, namespace=event.namespace, name=event.name, body=body
-        )
-    elif is_body_signature(body_header):
-        if event.signed_at is None:
-            raise RefusedError(
-                400,
-                f'a CloudEvent signed with {BODY_SIGNATURE_HEADER} must carry "time" (RFC 3339): '
-                "the signature covers when it was sent through it\n",
-            )
-        signature = body_signature(body_header, body=body, signed_at=event.signed_at)
-    if bearer is None and signature is None:
-        raise RefusedError(401, CREDENTIALS_REQUIRED)
-    return Credentials(bearer=bearer, signature=signature)
-
-
-def _body_signature_header(headers: Mapping[str, str]) -> str:
-    return headers.get(BODY_SIGNATURE_HEADER) or headers.get(GITHUB_BODY_SIGNATURE_HEADER, "")
-
-
-def _bearer_token(header: str) -> bytes | None:
-    token = bearer_token(header)
-    return None if token is None else token.encode("utf-8", "surrogateescape")
-
-
-def verify(credentials: Credentials, *, secret: bytes) -> bool:
-    """Whether every credential presented matches `secret` (constant-time comparisons)."""
-    if not secret:
-        return False  # never authenticate against an empty secret
-    checks = []
-    if credentials.bearer is not None:
-        checks.append(hmac.compare_digest(credentials.bearer, secret))
-    if credentials.signature is not None:
-        checks.append(credentials.signature.verifies(secret))
-    return bool(checks) and all(checks)
-
-
-# --- what a request names (pure) ------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CloudEventReference:
-    """What a CloudEvent says the refresh is for, and when it was sent."""
-
-    namespace: str
-    name: str
-    signed_at: int | None
-    """Its `time` attribute in Unix seconds, None without one."""
-
-
-def cannot_name_an_object(namespace: str, name: str) -> bool:
-    """Whether `namespace`/`name` cannot name a RayServeGraph (so: 404 without a lookup)."""
-    return not (
-        len(namespace) <= 63
-        and _DNS1123_LABEL_RE.match(namespace)
-        and len(name) <= 253
-        and _DNS1123_SUBDOMAIN_RE.match(name)
-    )
-
-
-def read_cloudevent(body: bytes) -> CloudEventReference:
-    """The object and time of a structured-mode CloudEvent; `RefusedError(400)` if not one."""
-    try:
-        event = json.loads(body)
-    except (ValueError, RecursionError):
-        raise RefusedError(400, "the body is not JSON\n") from None
-    if not isinstance(event, dict):
-        raise RefusedError(400, "the body is not a JSON object\n")
-    if event.get("specversion") != "1.0":
-        raise RefusedError(400, 'not a CloudEvent: "specversion" must be "1.0"\n')
-    for attribute in ("id", "source", "type", "subject"):
-        value = event.get(attribute)
-        if not isinstance(value, str) or not value:
-            raise RefusedError(400, f'not a CloudEvent naming a RayServeGraph: no "{attribute}"\n')
-    match = _SUBJECT_RE.match(event["subject"])
-    if match is None:
-        raise RefusedError(400, '"subject" must be namespaces/<namespace>/rayservegraphs/<name>\n')
-    signed_at = None
-    if "time" in event:
-        signed_at = unix_seconds_of(event["time"])
-        if signed_at is None:
-            raise RefusedError(400, '"time" must be an RFC 3339 timestamp with an offset\n')
-    return CloudEventReference(match.group(1), match.group(2), signed_at)
-
-
-def refresh_secret_ref(graph: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(Secret name, key) of `spec.refresh.secretRef`, or None when the endpoint is off for it."""
-    refresh = (graph.get("spec") or {}).get("refresh")
-    reference = refresh.get("secretRef") if isinstance(refresh, dict) else None
-    if not isinstance(reference, dict):
-        return None
-    name, key = reference.get("name"), reference.get("key")
-    if not (isinstance(name, str) and name and isinstance(key, str) and key):
-        return None
-    return name, key
-
-
-def refresh_secret_value(secret: Mapping[str, Any], *, key: str, graph_name: str) -> bytes:
-    """The shared secret in `secret[data][key]`; `RefusedError(403)` unless usable and opted in.
-
-    Surrounding whitespace is dropped: a trailing newline from `--from-file` is never meant.
-    """
-    if graph_name not in (graphs_opted_in(secret) or ()):
-        raise RefusedError(403, "forbidden\n")
-    try:
-        value = secret_value(secret, key).strip()
-    except SecretValueError:
-        raise RefusedError(403, "forbidden\n") from None
-    if not value:
-        raise RefusedError(403, "forbidden\n")
-    return value
-
-
-def refresh_timestamp(now: datetime.datetime) -> str:
-    """The annotation value: RFC 3339 in UTC with microseconds (sorts as it compares)."""
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-# --- I/O helpers ----------------------------------------------------------------------------
-
-
-class SecretCache:
-    """Reads Secrets by name, once per `ttl` and key, however many requests ask at once."""
-
-    def __init__(
-        self,
-        read: Callable[[str, str], Awaitable[Mapping[str, Any]]],
-        *,
-        ttl: float = SECRET_CACHE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._read = read
-        self._ttl = ttl
-        self._clock = clock
-        self._entries: dict[tuple[str, str], tuple[float, asyncio.Future[Mapping[str, Any]]]] = {}
-
-    async def get(self, namespace: str, name: str) -> Mapping[str, Any]:
-        """The Secret (raises what `read` raises; a failed read is not cached)."""
-        key = (namespace, name)
-        now = self._clock()
-        entry = self._entries.get(key)
-        if entry is None or entry[0] <= now or _failed(entry[1]):
-            self._forget_expired(now)
-            future = asyncio.ensure_future(self._read(namespace, name))
-            future.add_done_callback(_retrieve)
-            entry = (now + self._ttl, future)
-            self._entries[key] = entry
-        return await asyncio.shield(entry[1])
-
-    def _forget_expired(self, now: float) -> None:
-        for key in [key for key, (expiry, _) in self._entries.items() if expiry <= now]:
-            del self._entries[key]
-        while len(self._entries) >= _MAX_CACHED_SECRETS:
-            del self._entries[next(iter(self._entries))]
-
-    def close(self) -> None:
-        """Cancel reads still in flight."""
-        for _, future in self._entries.values():
-            future.cancel()
-        self._entries.clear()
-
-
-class RefreshCoalescer:
-    """One annotation patch per object per window, whatever number of requests asked for it."""
-
-    def __init__(
-        self,
-        patch: Callable[[str, str, str], Awaitable[None]],
-        *,
-        window: float = DEFAULT_COALESCE_SECONDS,
-        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
-    ) -> None:
-        self._patch = patch
-        self._window = window
-        self._now = now
-        self._pending: dict[tuple[str, str], asyncio.Task[str]] = {}
-        self._running: set[asyncio.Task[str]] = set()  # in their window or patching
-        self.patches = 0
-        """How many patches were sent (for tests and logs)."""
-
-    async def request(self, namespace: str, name: str) -> str:
-        """Wait for the patch that covers this request; the annotation value it wrote."""
-        key = (namespace, name)
-        task = self._pending.get(key)
-        if task is None:
-            task = asyncio.create_task(
-                self._patch_at_window_end(key), name=f"refresh:{namespace}/{name}"
-            )
-            task.add_done_callback(_retrieve)
-            task.add_done_callback(self._running.discard)
-            self._pending[key] = task
-            self._running.add(task)
-        # A caller that disconnects must not cancel the patch the others wait for.
-        return await asyncio.shield(task)
-
-    async def _patch_at_window_end(self, key: tuple[str, str]) -> str:
-        try:
-            await asyncio.sleep(self._window)
-        finally:
-            # Closed before the patch is sent: a request from now on opens the next window,
-            # so an event announcing a newer document is never folded into an older patch.
-            del self._pending[key]
-        stamp = refresh_timestamp(self._now())
-        self.patches += 1
-        await self._patch(key[0], key[1], stamp)
-        return stamp
-
-    async def close(self) -> None:
-        """Cancel the windows still open and the patches under way."""
-        tasks = list(self._running)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-
-def _failed(future: asyncio.Future[Any]) -> bool:
-    return future.done() and (future.cancelled() or future.exception() is not None)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    # Every waiter may have gone (clients disconnected): mark the outcome as seen.
-    if not future.cancelled():
-        future.exception()
-
-
-# --- the endpoint ---------------------------------------------------------------------------
 
 
 GraphLookup = Callable[[str, str], Awaitable[Mapping[str, Any] | None]]
@@ -715,19 +412,10 @@ def serve_graph_events_component(
 __all__ = [
     "EVENTS_ROUTE",
     "REFRESH_ROUTE",
-    "CloudEventReference",
-    "Credentials",
-    "RefreshCoalescer",
+    "GraphLookup",
     "RefreshEndpoint",
-    "RefusedError",
-    "SecretCache",
     "ServeGraphEvents",
-    "cloudevent_credentials",
     "events_application",
-    "presents_credentials",
-    "read_cloudevent",
-    "refresh_credentials",
-    "refresh_timestamp",
     "serve_graph_events_component",
-    "verify",
+    "store_lookup",
 ]
