@@ -1,7 +1,7 @@
 """A Secret's values and its `ray-operator.io/serve-graphs` opt-in list, read one way: the
 serve-graph token and CA bundle (the controller's fetch), the event endpoint's refresh secret
-(`servegraph.event_requests`), a RayCluster's Ray auth token (`controllers.dashboards`) and the webhook's
-self-managed certificate Secret (`webhooks.certificates`) all come through here.
+(`servegraph.event_requests`), a RayCluster's Ray auth token (`controllers.dashboards`) and the
+webhook's self-managed certificate Secret (`webhooks.certificates`) all come through here.
 
 Pure: the Secret is a dict as the API server returns it (`data` base64-encoded). What goes
 wrong is said naming the Secret and the key, never a value: a Secret's bytes never reach a
