@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ray_operator.builders.rayservice import build_cluster_for_service
-from ray_operator.controllers.incremental_upgrade import strip_worker_replicas
+from ray_operator.status.incremental_upgrade_pass import strip_worker_replicas
 
 
 def rayservice(kind: str, *, active: str = "") -> dict[str, Any]:

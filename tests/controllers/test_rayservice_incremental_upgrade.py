@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from ray_operator.app import Operator
-from ray_operator.controllers.incremental_upgrade import GATEWAY, HTTP_ROUTE
+from ray_operator.controllers.incremental_upgrade_routing import GATEWAY, HTTP_ROUTE
 from ray_operator.dashboard.client import DashboardClient
 from ray_operator.localcluster.controlplane import LocalControlPlane
 

@@ -8,6 +8,7 @@ kind's rules and what those import.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 JSON = dict[str, Any]
@@ -43,3 +44,11 @@ def set_condition(
         }
     )
     return sorted(result, key=lambda c: str(c["type"]))
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """Whether the object's status holds the condition `kind` with status "True"."""
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or ()
+    )
