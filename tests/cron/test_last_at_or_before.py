@@ -8,7 +8,7 @@ import random
 from zoneinfo import ZoneInfo
 
 import pytest
-import ray_operator.cron
+import ray_operator.cron.schedule
 from ray_operator.cron import CronSchedule, parse_schedule
 
 from tests.cron.robfig_cases import load_cases
@@ -62,13 +62,13 @@ def test_last_at_or_before_is_what_replaying_next_after_finds(
 def searches(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Every robfig search `last_at_or_before` makes, counted."""
     made: list[object] = []
-    search = ray_operator.cron._search
+    search = ray_operator.cron.schedule.next_activation
 
     def counted(*args: object) -> object:
         made.append(args)
         return search(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ray_operator.cron, "_search", counted)
+    monkeypatch.setattr(ray_operator.cron.schedule, "next_activation", counted)
     return made
 
 
