@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ray_operator.builders.rayjob import SUBMITTER_CONTAINER_NAME
 from ray_operator.dashboard.resolver import DashboardResolver
-from ray_operator.localcluster.controlplane import reserve_ports
+from ray_operator.localcluster.ports import reserve_ports
 from ray_operator.localray.plan import (
     SERVE_PROXY_PORT,
     SERVE_TARGET,
