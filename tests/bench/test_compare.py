@@ -19,7 +19,7 @@ from ray_operator.bench.compare import run_order
 from ray_operator.bench.compare_report import Comparison
 from ray_operator.bench.external import OperatorCommand, descendants, ours_command_line
 from ray_operator.bench.report import Machine
-from ray_operator.localcluster.controlplane import audit_policy
+from ray_operator.localcluster.manifests import audit_policy
 
 from tests.bench.conftest import run_bench_json
 

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 from ray_operator.localcluster.binaries import ensure_binaries
-from ray_operator.localcluster.controlplane import LocalControlPlane, _is_alive
+from ray_operator.localcluster.controlplane import LocalControlPlane
+from ray_operator.localcluster.processes import is_alive as _is_alive
 
 from tests.conftest import REPO_ROOT, Kubectl
 

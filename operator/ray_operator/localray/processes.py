@@ -20,7 +20,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ray_operator.localcluster.controlplane import process_start_time
+from ray_operator.localcluster.processes import process_start_time
 
 logger = logging.getLogger(__name__)
 
