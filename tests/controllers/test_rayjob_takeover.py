@@ -43,7 +43,12 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.rayjobs import jobs_with_id, status_of, wait_for_state
+from tests.controllers.rayjobs import (
+    finish_submitter_job,
+    jobs_with_id,
+    status_of,
+    wait_for_state,
+)
 from tests.controllers.sidecar_submitter import submitter_exits
 
 __all__ = ["auth_secret", "counting_dashboard", "dashboard", "ray_head", "start_operator"]
@@ -203,23 +208,6 @@ async def test_k8s_job_mode_job_kuberay_submitted_is_followed_with_kuberays_subm
     await run.assert_nothing_created_or_replaced()
     job = await harness.get_json(f"job/{run.name}")
     assert job["metadata"]["labels"][CREATED_BY] == KUBERAY
-
-
-async def finish_submitter_job(harness: Harness, name: str) -> None:
-    """Play the Job controller (none runs here): the submitter's Pod exited 0."""
-    now = now_text()
-    await harness.kubectl(
-        "patch",
-        "job",
-        name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        f'{{"status": {{"startTime": "{now}", "completionTime": "{now}", '
-        '"succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}, {{"type": "Complete", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}]}}}}',
-    )
 
 
 async def test_sidecar_mode_job_kuberay_submitted_is_followed_through_its_head_pod(
