@@ -36,9 +36,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVE_APPS = Path(__file__).resolve().parent / "serve_apps"
@@ -241,3 +244,14 @@ def release_shared_head() -> None:
     if _users == 0 and _shared is not None:
         head, _shared = _shared, None
         head.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    """The run's real Ray head on 127.0.0.1 (started on first use, shared by every package that
+    imports this fixture)."""
+    head = acquire_shared_head(tmp_path_factory.mktemp("ray-head"))
+    try:
+        yield head
+    finally:
+        release_shared_head()

@@ -16,8 +16,8 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 
 from tests.controllers.conftest import Harness, operator_settings
+from tests.ray_clusters import ray_cluster
 
-IMAGE = "rayproject/ray:2.52.0"
 StartOperator = Callable[[str], Awaitable[Operator]]
 
 
@@ -48,37 +48,16 @@ async def start_operator(
             assert await asyncio.wait_for(task, timeout=30) == 0
 
 
-def container(name: str, cpu: str, memory: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "image": IMAGE,
-        "resources": {"limits": {"cpu": cpu, "memory": memory}},
-    }
-
-
 def cluster(
     name: str, *, labels: dict[str, str] | None = None, replicas: int = 2
 ) -> dict[str, Any]:
     """Head of 1 CPU / 2Gi, `replicas` workers of 1 CPU / 1Gi (KubeRay's samples' shape)."""
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {
-            "rayVersion": "2.52.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [container("ray-head", "1", "2Gi")]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "worker",
-                    "replicas": replicas,
-                    "minReplicas": replicas,
-                    "maxReplicas": replicas,
-                    "rayStartParams": {},
-                    "template": {"spec": {"containers": [container("ray-worker", "1", "1Gi")]}},
-                }
-            ],
-        },
-    }
+    return ray_cluster(
+        name,
+        labels=labels,
+        replicas=replicas,
+        min_replicas=replicas,
+        group="worker",
+        head_limits={"cpu": "1", "memory": "2Gi"},
+        worker_limits={"cpu": "1", "memory": "1Gi"},
+    )

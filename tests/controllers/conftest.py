@@ -36,6 +36,8 @@ from ray_operator.settings import Settings
 from ray_operator.spec.kinds import POD
 from ray_operator.validation.limits import ClusterLimits
 
+from tests.operator_runs import operator_running
+
 
 async def eventually(
     check: Callable[[], Awaitable[Any]],
@@ -213,13 +215,8 @@ async def running_operator(
         api=await load_api_client(kubeconfig),
         controllers=list(controllers),
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="operator-under-test")
-    try:
+    async with operator_running(replica, name="operator-under-test"):
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
 
 
 def reconcile_errors(replica: Operator, kind: str) -> dict[str, float]:

@@ -3,7 +3,6 @@ server, Serve deployed on the real head), and the dashboard calls a takeover tes
 
 from __future__ import annotations
 
-import datetime
 import secrets
 from typing import Any
 
@@ -11,16 +10,15 @@ from ray_operator.builders import rayservice as build
 from ray_operator.builders.pods import build_head_pod
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.client import DashboardClient
-from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE, Kind
+from ray_operator.spec.kinds import POD, RAY_CLUSTER, RAY_SERVICE, SERVICE
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.dashboard_counter import CountingDashboard
+from tests.controllers.kuberay_staging import KubeRayStaging, by_kuberay, now_text
 from tests.controllers.rayservices import rayservice
 from tests.ray_head import RayHead
 
 SERVE_API = "/api/serve/applications/"
-KUBERAY = "kuberay-operator"
-CREATED_BY = "app.kubernetes.io/created-by"
 FINALIZER = "ray.io/rayservice-finalizer"
 
 
@@ -48,30 +46,14 @@ def unique_color() -> str:
     return f"blue-{secrets.token_hex(3)}"
 
 
-def now_text() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def by_kuberay(obj: dict[str, Any]) -> dict[str, Any]:
-    obj["metadata"].setdefault("labels", {})[CREATED_BY] = KUBERAY
-    return obj
-
-
-class KubeRayService:
+class KubeRayService(KubeRayStaging):
     """What KubeRay left for one serving RayService, staged on the API server."""
 
     def __init__(self, harness: Harness, head: RayHead, name: str) -> None:
-        self.harness = harness
+        super().__init__(harness, name)
         self.head = head
-        self.name = name
         self.color = unique_color()
         self.cluster_name = f"{name}-{secrets.token_hex(3)[:5]}"
-        self.staged: dict[str, set[str]] = {}
-        self.status: dict[str, Any] = {}
-
-    @property
-    def namespace(self) -> str:
-        return self.harness.namespace
 
     async def stage(self) -> dict[str, Any]:
         manifest = rayservice(self.head, name=self.name, color=self.color)
@@ -101,21 +83,6 @@ class KubeRayService:
             RAY_SERVICE, self.name, {"status": self.status}, namespace=self.namespace
         )
         return service
-
-    async def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        obj["metadata"]["namespace"] = self.namespace
-        created = dict(await self.harness.client.create(kind, obj, namespace=self.namespace))
-        self.staged.setdefault(kind.kind, set()).add(created["metadata"]["uid"])
-        return created
-
-    async def uids(self, kind: Kind) -> set[str]:
-        listed = await self.harness.client.list(kind, namespace=self.namespace)
-        return {item["metadata"]["uid"] for item in listed.items}
-
-    async def assert_nothing_created_or_replaced(self) -> None:
-        for kind in (RAY_CLUSTER, POD, SERVICE):
-            assert await self.uids(kind) == self.staged.get(kind.kind, set()), kind
-        assert set(self.harness.created_pods) == self.staged["Pod"], "a Pod was created"
 
 
 def cluster_status() -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ray_operator.localcluster.controlplane import LocalControlPlane
 from ray_operator.runtime.client import load_api_client
 
 from tests.controllers.conftest import Harness, operator_settings
+from tests.operator_runs import operator_running
 
 FORWARDED_HEADERS = ("accept", "content-type")
 
@@ -181,10 +182,5 @@ async def operator_behind_proxy(
         api=await load_api_client(kubeconfig),
         controllers=[RayClusterController],
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="operator-behind-proxy")
-    try:
+    async with operator_running(replica, name="operator-behind-proxy"):
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0

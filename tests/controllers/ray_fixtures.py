@@ -17,7 +17,7 @@ import asyncio
 import base64
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -34,21 +34,12 @@ from ray_operator.runtime.client import load_api_client
 from ray_operator.validation.limits import ClusterLimits
 
 from tests.controllers.conftest import Harness, operator_settings
-from tests.ray_head import RayHead, acquire_shared_head, release_shared_head
+from tests.ray_head import RayHead
+from tests.ray_head import ray_head as ray_head  # the shared fixture, imported by name
 
 AUTH_SECRET = "ray-auth"
 RAY_VERSION = "2.60.0"
 StartOperator = Callable[..., Awaitable[Operator]]
-
-
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
-    """The run's real Ray head on 127.0.0.1 (shared with tests/dashboard)."""
-    head = acquire_shared_head(tmp_path_factory.mktemp("ray-head"))
-    try:
-        yield head
-    finally:
-        release_shared_head()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ id."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from ray_operator.dashboard.client import DashboardClient
@@ -49,3 +50,20 @@ async def wait_for_state(
 
 async def jobs_with_id(dashboard: DashboardClient, submission_id: str) -> list[JobInfo]:
     return [job for job in await dashboard.list_jobs() if job.submission_id == submission_id]
+
+
+async def finish_submitter_job(harness: Harness, name: str) -> None:
+    """Play the Job controller (none runs here): the submitter's Pod exited 0."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await harness.kubectl(
+        "patch",
+        "job",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        f'{{"status": {{"startTime": "{now}", "completionTime": "{now}", '
+        '"succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", '
+        f'"status": "True", "lastTransitionTime": "{now}"}}, {{"type": "Complete", '
+        f'"status": "True", "lastTransitionTime": "{now}"}}]}}}}',
+    )

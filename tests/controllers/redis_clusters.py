@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness
+from tests.controllers.lookups import named_or_none
 
 FINALIZER = "ray.io/gcs-ft-redis-cleanup-finalizer"
 
@@ -19,9 +20,7 @@ def redis_cluster(name: str = "redis-ft", **annotations: str) -> dict[str, Any]:
 
 
 async def cluster_or_none(harness: Harness, name: str) -> dict[str, Any] | None:
-    listed = await harness.get_json("rayclusters", "--field-selector", f"metadata.name={name}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items[0] if items else None
+    return await named_or_none(harness, "rayclusters", name)
 
 
 async def with_finalizer(harness: Harness, name: str) -> dict[str, Any]:

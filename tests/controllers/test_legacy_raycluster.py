@@ -35,6 +35,7 @@ from ray_operator.validation.limits import ClusterLimits
 
 from tests.conftest import REPO_ROOT, running_control_plane
 from tests.controllers.conftest import Harness, operator_settings
+from tests.operator_runs import operator_running
 
 LEGACY_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "legacy-ray-operator"
 LEGACY = "rayclusters.cluster.ray.io"
@@ -61,14 +62,8 @@ async def legacy_operator(
         api=api,
         controllers=[LegacyRayClusterController, RayClusterController],
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="legacy-operator-under-test")
-    try:
+    async with operator_running(replica, name="legacy-operator-under-test", api=api):
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
-        await api.close()
 
 
 def legacy_manifest(name: str = "example_cluster.yaml") -> dict[str, Any]:

@@ -20,6 +20,7 @@ from ray_operator.app import Operator
 
 from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
+from tests.controllers.lookups import events_with_reason, eventually_named, named_or_none
 
 SAMPLE = Path("../shared/fixtures/kuberay-samples/ray-cluster.embedded-gcs-ft.yaml")
 
@@ -31,23 +32,14 @@ def embedded_cluster(name: str = "gcs", **storage: Any) -> dict[str, Any]:
 
 
 async def pvc(harness: Harness, name: str) -> dict[str, Any] | None:
-    listed = await harness.get_json("pvc", "--field-selector", f"metadata.name={name}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items[0] if items else None
+    return await named_or_none(harness, "pvc", name)
 
 
-async def events(harness: Harness, reason: str) -> list[dict[str, Any]]:
-    listed = await harness.get_json("events", "--field-selector", f"reason={reason}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items
+events = events_with_reason
 
 
 async def existing_pvc(harness: Harness, name: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        return await pvc(harness, name)
-
-    found: dict[str, Any] = await harness.eventually(check, what=f"PVC {name}")
-    return found
+    return await eventually_named(harness, "pvc", name, what=f"PVC {name}")
 
 
 async def head_pod(harness: Harness, cluster: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ray_operator.app import Operator
 
 from tests.controllers.clusters import scalable_cluster
 from tests.controllers.conftest import Harness, StartClusterOperator
+from tests.controllers.lookups import events_with_reason, eventually_named, named_or_none
 
 
 def ingress_cluster(name: str = "web", **annotations: str) -> dict[str, Any]:
@@ -27,23 +28,14 @@ def ingress_cluster(name: str = "web", **annotations: str) -> dict[str, Any]:
 
 
 async def ingress(harness: Harness, name: str) -> dict[str, Any] | None:
-    listed = await harness.get_json("ingress", "--field-selector", f"metadata.name={name}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items[0] if items else None
+    return await named_or_none(harness, "ingress", name)
 
 
 async def existing_ingress(harness: Harness, name: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        return await ingress(harness, name)
-
-    found: dict[str, Any] = await harness.eventually(check, what=f"Ingress {name}")
-    return found
+    return await eventually_named(harness, "ingress", name, what=f"Ingress {name}")
 
 
-async def events(harness: Harness, reason: str) -> list[dict[str, Any]]:
-    listed = await harness.get_json("events", "--field-selector", f"reason={reason}")
-    items: list[dict[str, Any]] = listed["items"]
-    return items
+events = events_with_reason
 
 
 async def test_enabled_ingress_routes_to_the_head_dashboard_and_is_owned(

@@ -23,6 +23,7 @@ from ray_operator.runtime.client import load_api_client
 
 from tests.conftest import REPO_ROOT
 from tests.controllers.conftest import Harness, operator_settings
+from tests.operator_runs import operator_running
 
 SAMPLE = REPO_ROOT / "samples" / "ray-cronjob.sample.yaml"
 
@@ -52,14 +53,8 @@ async def cron_operator(
         api=api,
         controllers=[raycronjob_controller(clock=clock)],
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(replica.run(stop), name="raycronjob-operator-under-test")
-    try:
+    async with operator_running(replica, name="raycronjob-operator-under-test", api=api):
         yield replica
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, timeout=30) == 0
-        await api.close()
 
 
 def cron_manifest(name: str = "every-five", **spec: Any) -> dict[str, Any]:

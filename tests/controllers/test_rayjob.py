@@ -33,6 +33,7 @@ from tests.controllers.ray_fixtures import (
 )
 from tests.controllers.rayjobs import (
     PRINT_RESOURCES,
+    finish_submitter_job,
     jobs_with_id,
     rayjob,
     status_of,
@@ -302,19 +303,7 @@ async def test_k8s_job_mode_runs_the_submitter_command_kuberay_builds(
     output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
     assert process.returncode == 0, output.decode()[-2000:]
     assert b"'CPU': 2.0" in output
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    await harness.kubectl(
-        "patch",
-        "job",
-        "submitter",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        f'{{"status": {{"startTime": "{now}", "completionTime": "{now}", '
-        '"succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}, {{"type": "Complete", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}]}}}}',
-    )
+    await finish_submitter_job(harness, "submitter")
     status = await wait_for_state(harness, "submitter", "Complete", "Failed")
     assert status["jobDeploymentStatus"] == "Complete", status
 

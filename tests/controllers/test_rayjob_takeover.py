@@ -23,11 +23,18 @@ from ray_operator.builders.pods import build_head_pod
 from ray_operator.builders.services import build_head_service
 from ray_operator.dashboard.client import DashboardClient
 from ray_operator.spec.dashboard_models import JobSubmission
-from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE, Kind
+from ray_operator.spec.kinds import JOB, POD, RAY_CLUSTER, RAY_JOB, SERVICE
 from ray_operator.status import rayjob as rules
 
 from tests.controllers.conftest import Harness, eventually
 from tests.controllers.dashboard_counter import CountingDashboard, counting_dashboard
+from tests.controllers.kuberay_staging import (
+    CREATED_BY,
+    KUBERAY,
+    KubeRayStaging,
+    by_kuberay,
+    now_text,
+)
 from tests.controllers.ray_fixtures import (
     StartOperator,
     auth_secret,
@@ -36,47 +43,31 @@ from tests.controllers.ray_fixtures import (
     ray_head,
     start_operator,
 )
-from tests.controllers.rayjobs import jobs_with_id, status_of, wait_for_state
+from tests.controllers.rayjobs import (
+    finish_submitter_job,
+    jobs_with_id,
+    status_of,
+    wait_for_state,
+)
 from tests.controllers.sidecar_submitter import submitter_exits
 
 __all__ = ["auth_secret", "counting_dashboard", "dashboard", "ray_head", "start_operator"]
 
-KUBERAY = "kuberay-operator"
-CREATED_BY = "app.kubernetes.io/created-by"
 FINALIZER = "ray.io/rayjob-finalizer"
 JOBS_API = "/api/jobs"
 
 
-def now_text(*, minus_seconds: int = 0) -> str:
-    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=minus_seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def by_kuberay(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` labelled as KubeRay labels what it creates (its Pod template too, for a Job)."""
-    obj["metadata"].setdefault("labels", {})[CREATED_BY] = KUBERAY
-    template = (obj.get("spec") or {}).get("template")
-    if obj["kind"] == "Job" and template is not None:
-        template["metadata"]["labels"][CREATED_BY] = KUBERAY
-    return obj
-
-
-class KubeRayRun:
+class KubeRayRun(KubeRayStaging):
     """What KubeRay left for one RayJob, staged on the API server; remembers the uids."""
 
+    watched = (RAY_CLUSTER, POD, SERVICE, JOB)
+
     def __init__(self, harness: Harness, name: str, *, mode: str, entrypoint: str) -> None:
-        self.harness = harness
-        self.name = name
+        super().__init__(harness, name)
         self.mode = mode
         self.entrypoint = entrypoint
         self.job_id = f"{name}-{secrets.token_hex(3)}"[:63]
         self.cluster_name = f"{name}-{secrets.token_hex(3)}"[:63]
-        self.staged: dict[str, set[str]] = {}
-        self.status: dict[str, Any] = {}
-
-    @property
-    def namespace(self) -> str:
-        return self.harness.namespace
 
     async def stage(self, **extra_status: Any) -> None:
         rayjob = await self.create_rayjob()
@@ -128,23 +119,6 @@ class KubeRayRun:
             },
         }
         return await self.create(RAY_JOB, manifest)
-
-    async def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        obj["metadata"]["namespace"] = self.namespace
-        created = dict(await self.harness.client.create(kind, obj, namespace=self.namespace))
-        self.staged.setdefault(kind.kind, set()).add(created["metadata"]["uid"])
-        return created
-
-    async def uids(self, kind: Kind) -> set[str]:
-        """The uids of every `kind` object in the namespace now."""
-        listed = await self.harness.client.list(kind, namespace=self.namespace)
-        return {item["metadata"]["uid"] for item in listed.items}
-
-    async def assert_nothing_created_or_replaced(self) -> None:
-        for kind in (RAY_CLUSTER, POD, SERVICE, JOB):
-            assert await self.uids(kind) == self.staged.get(kind.kind, set()), kind
-        pods_ever = set(self.harness.created_pods)
-        assert pods_ever == self.staged["Pod"], "a Pod was created after the staging"
 
     async def assert_head_service_selects_any_operators_head(self) -> None:
         """`<rayjob>-head-svc` no longer requires KubeRay's `created-by`: a head Pod we recreate
@@ -234,23 +208,6 @@ async def test_k8s_job_mode_job_kuberay_submitted_is_followed_with_kuberays_subm
     await run.assert_nothing_created_or_replaced()
     job = await harness.get_json(f"job/{run.name}")
     assert job["metadata"]["labels"][CREATED_BY] == KUBERAY
-
-
-async def finish_submitter_job(harness: Harness, name: str) -> None:
-    """Play the Job controller (none runs here): the submitter's Pod exited 0."""
-    now = now_text()
-    await harness.kubectl(
-        "patch",
-        "job",
-        name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        f'{{"status": {{"startTime": "{now}", "completionTime": "{now}", '
-        '"succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}, {{"type": "Complete", '
-        f'"status": "True", "lastTransitionTime": "{now}"}}]}}}}',
-    )
 
 
 async def test_sidecar_mode_job_kuberay_submitted_is_followed_through_its_head_pod(

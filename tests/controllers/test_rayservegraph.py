@@ -366,17 +366,11 @@ async def test_a_server_echoing_the_token_gets_it_into_no_status_event_or_log(
     assert TOKEN not in caplog.text
 
 
+@pytest.mark.usefixtures("deployed_pipeline")
 async def test_a_changed_cluster_spec_is_patched_into_the_same_rayservice(
-    harness: Harness,
-    artifacts: ArtifactServer,
-    registry_secrets: None,
-    start_graph_operator: StartGraphOperator,
+    harness: Harness, artifacts: ArtifactServer
 ) -> None:
-    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
-    await start_graph_operator()
-    manifest = rayservegraph("pipeline", artifacts.url(GRAPH_PATH))
-    await harness.apply(manifest)
-    await _fetched_and_deployed(harness, "pipeline")
+    manifest = rayservegraph("pipeline", artifacts.url(GRAPH_PATH))  # as deployed_pipeline applied
     before = await harness.client.get(RAY_SERVICE, "pipeline", namespace=harness.namespace)
 
     head = manifest["spec"]["rayClusterSpec"]["headGroupSpec"]
@@ -470,17 +464,11 @@ async def test_a_builder_configmap_someone_else_made_stops_the_deployment_until_
     assert ours["data"][BUILDER_FILE] == builder_source()
 
 
+@pytest.mark.usefixtures("deployed_pipeline")
 async def test_a_new_service_name_moves_the_graph_to_a_new_rayservice_and_deletes_the_old(
-    harness: Harness,
-    artifacts: ArtifactServer,
-    registry_secrets: None,
-    start_graph_operator: StartGraphOperator,
+    harness: Harness, artifacts: ArtifactServer
 ) -> None:
-    artifacts.serve(GRAPH_PATH, document(pipeline_graph()), token=TOKEN)
-    await start_graph_operator()
-    manifest = rayservegraph("pipeline", artifacts.url(GRAPH_PATH))
-    await harness.apply(manifest)
-    await _fetched_and_deployed(harness, "pipeline")
+    manifest = rayservegraph("pipeline", artifacts.url(GRAPH_PATH))  # as deployed_pipeline applied
 
     manifest["spec"]["serviceName"] = "serving"
     await harness.apply(manifest)

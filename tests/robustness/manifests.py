@@ -11,52 +11,14 @@ import copy
 import json
 from typing import Any
 
+# The suite's one cluster builder (tests/ray_clusters.py), still importable from here.
+from tests.ray_clusters import IMAGE as IMAGE
+from tests.ray_clusters import container as container
+from tests.ray_clusters import ray_cluster
+
 INT32_MAX = 2**31 - 1
-IMAGE = "rayproject/ray:2.52.0"
 UNSCHEDULED = "nobody"
 HOSTILE_LABEL = "robustness.ray-operator.io/hostile"
-
-
-def container(name: str, *, limits: dict[str, str] | None = None) -> dict[str, Any]:
-    resources = {"limits": limits} if limits else {}
-    return {"name": name, "image": IMAGE, "resources": resources}
-
-
-def ray_cluster(
-    name: str,
-    *,
-    replicas: int = 1,
-    max_replicas: int | None = None,
-    worker_limits: dict[str, str] | None = None,
-    scheduler: str | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A head and one group of `replicas` workers (unscheduled workers if `scheduler` says so)."""
-    worker_pod: dict[str, Any] = {"containers": [container("ray-worker", limits=worker_limits)]}
-    if scheduler:
-        worker_pod["schedulerName"] = scheduler
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {
-            "rayVersion": "2.52.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [container("ray-head")]}},
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": replicas,
-                    "minReplicas": 0,
-                    "maxReplicas": replicas if max_replicas is None else max_replicas,
-                    "rayStartParams": {},
-                    "template": {"spec": worker_pod},
-                }
-            ],
-        },
-    }
 
 
 def huge_cluster(name: str) -> dict[str, Any]:

@@ -48,6 +48,15 @@ class Case:
         return manifest
 
 
+def annotate(annotations: dict[str, str]) -> Callable[[Manifest], None]:
+    """A change that adds `annotations` to the manifest's metadata."""
+
+    def change(manifest: Manifest) -> None:
+        manifest["metadata"].setdefault("annotations", {}).update(annotations)
+
+    return change
+
+
 def case(
     id: str, sample: str, *changes: Callable[[Manifest], None], expect: str | tuple[str, ...]
 ) -> Any:
@@ -62,3 +71,6 @@ WORKER = "spec.workerGroupSpecs[0]"
 HEAD = "spec.headGroupSpec"
 JOB_CLUSTER = "spec.rayClusterSpec"
 SERVICE_CLUSTER = "spec.rayClusterConfig"
+HEAD_CONTAINER = f"{HEAD}.template.spec.containers[0]"
+WORKER_CONTAINER = f"{WORKER}.template.spec.containers[0]"
+HEAD_ENV = f"{HEAD_CONTAINER}.env"

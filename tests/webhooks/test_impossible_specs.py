@@ -17,18 +17,18 @@ from tests.conftest import Kubectl
 from tests.webhooks.rule_cases import (
     CLUSTER,
     HEAD,
+    HEAD_CONTAINER,
     JOB,
     JOB_CLUSTER,
     SERVICE,
     SERVICE_CLUSTER,
     WORKER,
+    WORKER_CONTAINER,
     Case,
     case,
     put,
 )
 
-HEAD_CONTAINER = f"{HEAD}.template.spec.containers[0]"
-WORKER_CONTAINER = f"{WORKER}.template.spec.containers[0]"
 INT32_MAX = 2**31 - 1
 
 IMPOSSIBLE = [

@@ -18,6 +18,7 @@ from tests.conftest import Kubectl
 from tests.webhooks.rule_cases import (
     CLUSTER,
     HEAD,
+    HEAD_ENV,
     JOB,
     JOB_CLUSTER,
     SERVICE,
@@ -25,6 +26,7 @@ from tests.webhooks.rule_cases import (
     WORKER,
     Case,
     Manifest,
+    annotate,
     case,
     put,
 )
@@ -379,22 +381,14 @@ RAYSERVICE_CASES = [
     case(
         "bad-initializing-timeout",
         SERVICE,
-        lambda m: (
-            m["metadata"]
-            .setdefault("annotations", {})
-            .update({"ray.io/initializing-timeout": "soon"})
-        ),
+        annotate({"ray.io/initializing-timeout": "soon"}),
         expect='metadata.annotations[ray.io/initializing-timeout]: Invalid value: "soon": must '
         'be a Go duration such as "5m" or "1h", or a whole number of seconds',
     ),
     case(
         "negative-initializing-timeout",
         SERVICE,
-        lambda m: (
-            m["metadata"]
-            .setdefault("annotations", {})
-            .update({"ray.io/initializing-timeout": "-5m"})
-        ),
+        annotate({"ray.io/initializing-timeout": "-5m"}),
         expect='metadata.annotations[ray.io/initializing-timeout]: Invalid value: "-5m": must '
         "be positive",
     ),
@@ -546,20 +540,12 @@ def test_kubectl_apply_of_a_bad_manifest_is_refused_with_the_rule(
 
 # The RayCluster rules themselves live (and are unit-tested) in validation/raycluster.py; here
 # each one is met through kubectl, and the messages must be exactly those the controller reports.
-HEAD_ENV = f"{HEAD}.template.spec.containers[0].env"
 FT = "spec.gcsFaultToleranceOptions"
 REDIS_FT = {"redisAddress": "redis:6379"}
 
 
 def env(*names: str) -> Callable[[Manifest], None]:
     return put(HEAD_ENV, [{"name": name, "value": "1"} for name in names])
-
-
-def annotate(annotations: dict[str, str]) -> Callable[[Manifest], None]:
-    def change(manifest: Manifest) -> None:
-        manifest["metadata"].setdefault("annotations", {}).update(annotations)
-
-    return change
 
 
 RAYCLUSTER_RULE_CASES = [

@@ -42,6 +42,20 @@ def rayjob_deployed_as(kubectl: Kubectl, namespace: str, deployment_status: str)
     return name
 
 
+def rayjob_spec_patch(name: str, namespace: str, spec: dict[str, Any]) -> list[str]:
+    """The kubectl arguments of a merge patch of the RayJob's `spec` with `spec`."""
+    return [
+        "patch",
+        "rayjob",
+        name,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": spec}),
+    ]
+
+
 def applied_and_stored(
     kubectl: Kubectl, namespace: str, rayservice: dict[str, Any]
 ) -> dict[str, Any]:
@@ -91,44 +105,19 @@ def test_a_running_rayjob_keeps_what_it_submitted(kubectl: Kubectl, webhook_name
     name = rayjob_deployed_as(kubectl, webhook_namespace, "Running")
 
     result = kubectl.run(
-        "patch",
-        "rayjob",
-        name,
-        "-n",
-        webhook_namespace,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"entrypoint": "python other.py"}}),
+        *rayjob_spec_patch(name, webhook_namespace, {"entrypoint": "python other.py"})
     )
 
     assert result.returncode != 0
     assert "spec.entrypoint: Forbidden: cannot be changed while the job is Running" in result.stderr
     # What does not change the submission still may: here, the deadline.
-    kubectl(
-        "patch",
-        "rayjob",
-        name,
-        "-n",
-        webhook_namespace,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"activeDeadlineSeconds": 900}}),
-    )
+    kubectl(*rayjob_spec_patch(name, webhook_namespace, {"activeDeadlineSeconds": 900}))
 
 
 def test_a_finished_rayjob_may_change_again(kubectl: Kubectl, webhook_namespace: str) -> None:
     name = rayjob_deployed_as(kubectl, webhook_namespace, "Complete")
 
-    kubectl(
-        "patch",
-        "rayjob",
-        name,
-        "-n",
-        webhook_namespace,
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"entrypoint": "python other.py"}}),
-    )
+    kubectl(*rayjob_spec_patch(name, webhook_namespace, {"entrypoint": "python other.py"}))
 
 
 def test_rayservice_defaults_are_stored(kubectl: Kubectl, webhook_namespace: str) -> None:
