@@ -4,11 +4,14 @@ stage."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
+DEVELOPMENT_TOOLS = ("bench", "localcluster", "localray", "apigen")
+"""The packages of the source checkout that the wheel, and so the image, leaves out."""
 
 
 def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
@@ -32,3 +35,23 @@ def stages() -> list[list[tuple[str, str]]]:
         if result:
             result[-1].append((keyword, arguments))
     return result
+
+
+def python_environment() -> dict[str, str]:
+    """The `PYTHON*` variables the final stage's ENV instructions set (`ENV K=V K2=V2`), which
+    change how the image's Python runs (e.g. PYTHONOPTIMIZE)."""
+    found: dict[str, str] = {}
+    for keyword, arguments in stages()[-1]:
+        if keyword == "ENV":
+            for assignment in shlex.split(arguments):
+                name, _, value = assignment.partition("=")
+                if name.startswith("PYTHON"):
+                    found[name] = value
+    return found
+
+
+def bytecode_compilation() -> list[str]:
+    """The build stage's `compileall` step as words (the one step that writes bytecode)."""
+    build = " ".join(arguments for keyword, arguments in stages()[0] if keyword == "RUN")
+    (step,) = [step for step in build.split("&&") if "compileall" in step]
+    return shlex.split(step)

@@ -5,6 +5,7 @@ OCI labels. (No Docker engine here, so the image itself is built elsewhere.)"""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.deploy.dockerfile import DOCKERFILE, instructions, stages
+from tests.deploy.dockerfile import DEVELOPMENT_TOOLS, DOCKERFILE, instructions, stages
 from tests.deploy.manifests import CONFIG, build, the
 
 
@@ -113,3 +114,33 @@ def test_dockerignore_sends_only_what_the_wheel_is_made_of() -> None:
         "operator",
         "generated",
     }
+
+
+def test_the_operators_asserts_only_narrow_types_so_the_optimized_image_behaves_the_same() -> None:
+    # The image runs with PYTHONOPTIMIZE=2, which skips every assert. An assert that checks
+    # something (a limit, a permission) would silently stop checking it in production.
+    shipped = REPO_ROOT / "operator" / "ray_operator"
+    checking = []
+    for path in sorted(shipped.rglob("*.py")):
+        if path.relative_to(shipped).parts[0] in DEVELOPMENT_TOOLS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Assert) and not narrows_a_type(node.test):
+                checking.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert checking == [], "use `if ...: raise` for a check the image must keep"
+
+
+def narrows_a_type(test: ast.expr) -> bool:
+    """`x is not None` or `isinstance(x, T)`: what mypy needs, and nothing a run relies on."""
+    if isinstance(test, ast.Compare):
+        return (
+            len(test.ops) == 1
+            and isinstance(test.ops[0], ast.IsNot)
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        )
+    return (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and test.func.id == "isinstance"
+    )
