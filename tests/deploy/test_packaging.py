@@ -274,7 +274,7 @@ def test_the_wheel_ships_every_operator_module_and_none_of_the_development_tools
 
 def image_environment() -> dict[str, str]:
     """Our environment less PYTHONPATH (nothing of the source tree reaches the image's Python),
-    with the image's own `PYTHON*` settings (PYTHONOPTIMIZE among them) from the Dockerfile."""
+    with the image's own `PYTHON*` and `SSL_*` settings from the Dockerfile."""
     ours = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     return {**ours, **python_environment()}
 
@@ -328,9 +328,10 @@ def image_virtualenv(
 
 
 def run_in_image(
-    virtualenv: Path, program: str, *arguments: str
+    virtualenv: Path, program: str, *arguments: str, environment: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`program` of the image's virtualenv (`python`, `ray-operator`), from the repository root."""
+    """`program` of the image's virtualenv (`python`, `ray-operator`), from the repository root,
+    in the image's environment (or `environment`)."""
     return subprocess.run(
         [str(virtualenv / "bin" / program), *arguments],
         cwd=REPO_ROOT,
@@ -338,7 +339,7 @@ def run_in_image(
         text=True,
         timeout=120,
         check=False,
-        env=image_environment(),
+        env=environment or image_environment(),
     )
 
 
@@ -391,6 +392,55 @@ def test_the_image_runs_python_optimized_and_ships_the_bytecode_it_reads(
         if not Path(importlib.util.cache_from_source(str(source), optimization=2)).exists()
     ]
     assert uncompiled == []
+
+
+def test_the_images_python_verifies_tls_against_the_ca_directory_without_loading_a_bundle(
+    image_virtualenv: Path, tmp_path: Path
+) -> None:
+    # No CA bundle is parsed at import (1.7 MiB at rest); a CA is read from the hashed directory
+    # when a verification needs it, and a peer whose CA is not there is still refused.
+    assert python_environment()["SSL_CERT_FILE"] == "/dev/null"
+    authority = tmp_path / "authority"
+    authority.mkdir()
+    openssl(tmp_path, "req", "-x509", "-subj", "/CN=test-ca", *NEW_KEY, "-keyout", "ca.key",
+            "-out", str(authority / "ca.pem"))  # fmt: skip
+    openssl(tmp_path, "rehash", str(authority))
+    (tmp_path / "names.ext").write_text(
+        "subjectAltName=IP:127.0.0.1\nsubjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid\nbasicConstraints=CA:FALSE\n"
+    )
+    openssl(tmp_path, "req", "-subj", "/CN=127.0.0.1", *NEW_KEY, "-keyout", "server.key",
+            "-out", "server.csr")  # fmt: skip
+    openssl(tmp_path, "x509", "-req", "-in", "server.csr", "-CA", str(authority / "ca.pem"),
+            "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "names.ext",
+            "-out", "server.pem")  # fmt: skip
+    openssl(tmp_path, "req", "-x509", "-subj", "/CN=127.0.0.1", *NEW_KEY,
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "stranger.key",
+            "-out", "stranger.pem")  # fmt: skip
+    result = run_in_image(
+        image_virtualenv,
+        "python",
+        *("-m", "tests.deploy.default_tls_client"),
+        f"{tmp_path / 'server.pem'}:{tmp_path / 'server.key'}",
+        f"{tmp_path / 'stranger.pem'}:{tmp_path / 'stranger.key'}",
+        environment={**image_environment(), "SSL_CERT_DIR": str(authority)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "preloaded 0",
+        "trusted 200",
+        "stranger CERTIFICATE_VERIFY_FAILED",
+    ]
+
+
+NEW_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2")
+
+
+def openssl(directory: Path, *arguments: str) -> None:
+    result = subprocess.run(
+        ["openssl", *arguments], cwd=directory, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_the_optimized_operator_of_the_image_builds_a_ray_clusters_pods(
