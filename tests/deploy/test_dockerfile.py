@@ -14,9 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from ray_operator.bench.image_runtime import IMAGE_ENVIRONMENT
 
 from tests.conftest import REPO_ROOT
-from tests.deploy.dockerfile import DEVELOPMENT_TOOLS, DOCKERFILE, instructions, stages
+from tests.deploy.dockerfile import (
+    DEVELOPMENT_TOOLS,
+    DOCKERFILE,
+    instructions,
+    python_environment,
+    stages,
+)
 from tests.deploy.manifests import CONFIG, build, the
 
 
@@ -144,3 +151,7 @@ def narrows_a_type(test: ast.expr) -> bool:
         and isinstance(test.func, ast.Name)
         and test.func.id == "isinstance"
     )
+
+
+def test_the_benchmark_runs_our_operator_with_the_images_runtime_settings() -> None:
+    assert dict(IMAGE_ENVIRONMENT) == python_environment()

@@ -41,6 +41,7 @@ from ray_operator.bench.external import (
     OperatorCommand,
     ours_command_line,
 )
+from ray_operator.bench.image_runtime import compile_bytecode
 from ray_operator.bench.report import Machine, Report
 from ray_operator.bench.runner import run_benchmark
 from ray_operator.bench.session import BenchSession
@@ -124,6 +125,7 @@ def _run_with_control_plane(
         )
         control_plane.start()
         kubeconfig = control_plane.kubeconfig
+    compile_bytecode()
     scope = args.operator_scope or ("namespaces" if control_plane is None else "all")
     report.settings["operator_scope"] = scope
     try:

@@ -42,6 +42,7 @@ from ray_operator.bench.convergence import (
     measure_ceiling,
 )
 from ray_operator.bench.external import ExternalOperator, OperatorCommand
+from ray_operator.bench.image_runtime import IMAGE_ENVIRONMENT, compile_bytecode
 from ray_operator.bench.kube import create_all, delete_all, ensure_namespace
 from ray_operator.bench.manifests import bench_cluster
 from ray_operator.bench.report import Report, percentile
@@ -92,6 +93,7 @@ def run_comparison(config: CompareConfig, *, work_dir: Path, comparison: Compari
     from ray_operator.cli import install_crds
     from ray_operator.localcluster.controlplane import LocalControlPlane
 
+    compile_bytecode()
     broken = 0
     for trial, side in run_order(config.trials):
         run_dir = work_dir / f"trial-{trial}-{side}"
@@ -202,6 +204,7 @@ class ComparedRun:
             lease_namespace=session.names.system,
             log_path=self.run_dir / f"operator-{number}.log",
             ready_path=self.config.ready_path,
+            environment=IMAGE_ENVIRONMENT if self.side == "ours" else None,
         )
         spawned = time.time()
         await operator.start()

@@ -101,6 +101,7 @@ class ExternalOperator(ProbedProcess):
         lease_namespace: str,
         log_path: Path,
         ready_path: str = "/readyz",
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         probe_port = free_port()
         values = {
@@ -115,7 +116,7 @@ class ExternalOperator(ProbedProcess):
             probe_port=probe_port,
             log_path=log_path,
             ready_path=ready_path,
-            env={"KUBECONFIG": str(kubeconfig)},
+            env={**(environment or {}), "KUBECONFIG": str(kubeconfig)},
         )
 
     def sample(self) -> ProcessSample:

@@ -23,6 +23,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from ray_operator.bench.config import BenchConfig
+from ray_operator.bench.image_runtime import IMAGE_ENVIRONMENT
 
 STOP_TIMEOUT_SECONDS = 30.0
 PROBE_TIMEOUT_SECONDS = 5.0
@@ -265,7 +266,7 @@ class OperatorProcess(ProbedProcess):
         ]
         if config.max_concurrent_reconciles is not None:
             command += ["--max-concurrent-reconciles", str(config.max_concurrent_reconciles)]
-        super().__init__(command, probe_port=port, log_path=log_path)
+        super().__init__(command, probe_port=port, log_path=log_path, env=IMAGE_ENVIRONMENT)
         self.scrapes = 0
         """How many times /metrics was scraped (each scrape costs the operator CPU)."""
 
