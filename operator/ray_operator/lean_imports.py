@@ -12,7 +12,8 @@
   parser on its first call.
 - prometheus_client (~0.6 MiB): its `__init__` loads every exposition server (WSGI, ASGI, the
   Twisted and HTTP ones) and registers process/platform/GC collectors on a global registry we do
-  not use; we need its metric types, registry and text exposition.
+  not use; we need its metric types, registry and process collector (the text format is ours:
+  `metrics.text_format`).
 
 `defer_unneeded_imports()` registers these packages in `sys.modules` without running their
 `__init__`. Submodules still import from the real files (the packages keep their `__path__`),
@@ -48,8 +49,7 @@ LIGHT_NAMES: Mapping[str, Mapping[str, tuple[str, str]]] = {
         "Counter": ("prometheus_client.metrics", "Counter"),
         "Gauge": ("prometheus_client.metrics", "Gauge"),
         "Histogram": ("prometheus_client.metrics", "Histogram"),
-        "generate_latest": ("prometheus_client.exposition", "generate_latest"),
-        "CONTENT_TYPE_LATEST": ("prometheus_client.exposition", "CONTENT_TYPE_LATEST"),
+        "ProcessCollector": ("prometheus_client.process_collector", "ProcessCollector"),
     },
 }
 """Per deferred package: the names served from a submodule without running its `__init__`."""
