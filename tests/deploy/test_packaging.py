@@ -293,16 +293,23 @@ def image_virtualenv(
         [sys.executable, "-m", "venv", "--without-pip", str(virtualenv)], check=True, timeout=120
     )
     pip = [sys.executable, "-m", "pip", "--python", str(virtualenv / "bin" / "python")]
-    for arguments in (
+    python, *compileall = bytecode_compilation()
+    assert python == "/opt/ray-operator/bin/python", python
+    for command in (
         [
+            *pip,
             *("install", "--quiet", "--no-compile", "--require-hashes", "--no-deps"),
             *("--only-binary", ":all:", "-r", str(REPO_ROOT / "requirements" / "runtime.txt")),
         ],
-        ["install", "--quiet", "--no-compile", "--no-deps", str(wheel.filename)],
-        ["check"],
+        [*pip, "install", "--quiet", "--no-compile", "--no-deps", str(wheel.filename)],
+        [*pip, "check"],
+        [
+            str(virtualenv / "bin" / "python"),
+            *[str(virtualenv / "lib") if w == "/opt/ray-operator/lib" else w for w in compileall],
+        ],
     ):
         result = subprocess.run(
-            [*pip, *arguments],
+            command,
             capture_output=True,
             text=True,
             timeout=600,
@@ -310,20 +317,6 @@ def image_virtualenv(
             env=image_environment(),
         )
         assert result.returncode == 0, result.stdout + result.stderr
-    python, *compileall = bytecode_compilation()
-    assert python == "/opt/ray-operator/bin/python", python
-    in_virtualenv = [
-        str(virtualenv / "lib") if word == "/opt/ray-operator/lib" else word for word in compileall
-    ]
-    compiled = subprocess.run(
-        [str(virtualenv / "bin" / "python"), *in_virtualenv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=image_environment(),
-    )
-    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     return virtualenv
 
 
@@ -359,20 +352,6 @@ def test_the_wheels_entry_point_prints_the_package_version(image_virtualenv: Pat
     printed = run_in_image(image_virtualenv, "ray-operator", "--version")
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == f"ray-operator {__version__}\n"
-
-
-def test_the_wheels_ray_operator_run_syncs_its_caches_and_gets_ready(
-    image_virtualenv: Path, control_plane: LocalControlPlane, namespace: str, tmp_path: Path
-) -> None:
-    with running_operator(
-        control_plane.kubeconfig,
-        tmp_path / "operator.log",
-        f"--namespace={namespace}",
-        f"--lease-namespace={namespace}",
-        env=image_environment(),
-        program=[str(image_virtualenv / "bin" / "ray-operator")],
-    ) as operator:
-        assert operator.readyz() == 200
 
 
 def test_the_image_runs_python_optimized_and_ships_the_bytecode_it_reads(
@@ -443,7 +422,7 @@ def openssl(directory: Path, *arguments: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_the_optimized_operator_of_the_image_builds_a_ray_clusters_pods(
+def test_the_wheels_ray_operator_run_as_the_image_runs_it_gets_ready_and_builds_pods(
     image_virtualenv: Path,
     control_plane: LocalControlPlane,
     namespace: str,
@@ -458,6 +437,7 @@ def test_the_optimized_operator_of_the_image_builds_a_ray_clusters_pods(
         env=image_environment(),
         program=[str(image_virtualenv / "bin" / "ray-operator")],
     ) as operator:
+        assert operator.readyz() == 200  # caches synced
         kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(ray_cluster("small")))
         operator.wait_until(
             lambda: len(pods_of(kubectl, namespace, "small")) == 2,
