@@ -14,7 +14,9 @@ nesting, long runs of digits, random unicode. Each one goes through both paths a
 
 Throughout, /healthz is probed every 100 ms and must answer within a second, the operator's RSS
 (sampled every 100 ms) must stay within `RSS_BOUND` of its idle figure, and the process must be
-the one that started: no crash, no restart. Each example's object is deleted before the next.
+the one that started: no crash, no restart. After its verdict, each example's object stays until
+the operator has fallen quiet (`QUIET_SECONDS` without a reconcile, within `SETTLE_BOUND`), so
+the reconciles its verdict and first writes set off have run; it is deleted before the next.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from hypothesis import strategies as st
 from ray_operator.controllers.serve_graph_fetch import FETCH_INLINE_WAIT_SECONDS
 
 from tests.adversarial.bombs import RUNTIME_ENV_BOMB, SERVE_CONFIG_BOMB, create, rayjob, rayservice
-from tests.conftest import Kubectl
 from tests.robustness.conftest import RAY_KINDS, StartOperator
 from tests.robustness.manifests import UNSCHEDULED, ray_cluster
 from tests.robustness.observe import (
@@ -57,9 +58,14 @@ FETCHING_VERDICT_BOUND = VERDICT_BOUND + FETCH_INLINE_WAIT_SECONDS
 """The same for a RayServeGraph whose URL passed validation: its first status comes after the
 fetch it starts, which the reconcile waits for up to `FETCH_INLINE_WAIT_SECONDS` by design (a
 hostile URL's host may take that long to fail)."""
-SETTLE_SECONDS = 1.0
-"""How long an object stays after its verdict: the steps after validation (building Pods and
-submitter commands, hashing a Serve config, the first fetch) run on it too."""
+QUIET_SECONDS = 0.5
+"""An object stays after its verdict until the operator has had no key queued or in flight, and
+added or reconciled none, for this long: the steps after validation (building Pods and submitter
+commands, hashing a Serve config, the first fetch) and the reconciles its own writes set off have
+run on it too. (A fixed second's sleep did this before; waiting for quiet also fails an object
+whose reconciles never end.)"""
+SETTLE_BOUND = 15.0
+"""Seconds within which the operator must fall quiet after a verdict."""
 HEALTHZ_BOUND = 1.0
 RSS_BOUND = 50 * MIB
 
@@ -338,8 +344,12 @@ def verdict(api: ApiServer, path: str, namespace: str, name: str) -> bool:
     return any(event.get("type") == "Warning" for event in api.events(namespace, name))
 
 
-def delete_all(kubectl: Kubectl, namespace: str) -> None:
-    kubectl("delete", RAY_KINDS, "--all", "-n", namespace, "--wait=false")
+def delete_all(api: ApiServer, namespace: str) -> None:
+    """Every Ray object of the namespace (what `kubectl delete <RAY_KINDS> --all --wait=false`
+    does, one delete-collection per kind, without a kubectl process per example)."""
+    for resource in RAY_KINDS.split(","):
+        group = "ray-operator.io/v1alpha1" if resource == "rayservegraphs" else "ray.io/v1"
+        api.delete_collection(f"/apis/{group}/namespaces/{namespace}/{resource}")
 
 
 class Health:
@@ -418,7 +428,7 @@ def test_the_webhook_answers_any_text_in_any_parsed_field_within_a_second(
 
 
 def test_the_controllers_give_a_verdict_on_any_text_in_any_parsed_field_and_stay_healthy(
-    start_operator: StartOperator, api_server: ApiServer, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, api_server: ApiServer, namespace: str
 ) -> None:
     operator = start_operator()
     verdicts: list[tuple[float, str]] = []
@@ -446,14 +456,18 @@ def test_the_controllers_give_a_verdict_on_any_text_in_any_parsed_field_and_stay
                     what=f"a verdict on {field.name} = {value[:80]!r}",
                 )
                 verdicts.append((time.monotonic() - created, field.name))
-                time.sleep(SETTLE_SECONDS)  # the reconciles after the first verdict run too
+                operator.wait_until_quiet(
+                    quiet=QUIET_SECONDS,
+                    timeout=SETTLE_BOUND,
+                    what=f"the operator quiet after {field.name} = {value[:80]!r}",
+                )
                 health.check()
-                delete_all(kubectl, namespace)
+                delete_all(api_server, namespace)
 
             any_value_gets_a_verdict_in_time()
         finally:
             connection.close()
-            delete_all(kubectl, namespace)
+            delete_all(api_server, namespace)
     slowest, which = max(verdicts, default=(0.0, "none"))
     print(
         f"\n{len(verdicts)} objects reached the operator; slowest verdict "
