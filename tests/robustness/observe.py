@@ -357,19 +357,32 @@ class ApiServer:
             self.host, self.port, context=self.context, timeout=timeout
         )
 
-    def get_json(self, path: str) -> Any:
-        """GET `path`; the decoded body (None on 404). Cheaper than a kubectl process per poll."""
-        connection = self.connect(timeout=10)
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, bytes]:
+        """One request on a connection of its own: (HTTP status, the answer's bytes)."""
+        connection = self.connect(timeout=timeout)
         try:
-            connection.request("GET", path)
+            connection.request(method, path, body=body, headers=headers or {})
             response = connection.getresponse()
-            body = response.read()
+            answer = response.read()
         finally:
             connection.close()
-        if response.status == 404:
+        return response.status, answer
+
+    def get_json(self, path: str) -> Any:
+        """GET `path`; the decoded body (None on 404). Cheaper than a kubectl process per poll."""
+        status, body = self.request("GET", path, timeout=10)
+        if status == 404:
             return None
-        if response.status != 200:
-            raise AssertionError(f"GET {path}: HTTP {response.status}: {body[:500]!r}")
+        if status != 200:
+            raise AssertionError(f"GET {path}: HTTP {status}: {body[:500]!r}")
         return json.loads(body)
 
     def create(self, path: str, manifest: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -388,29 +401,21 @@ class ApiServer:
         self, method: str, path: str, body: dict[str, Any], content_type: str
     ) -> tuple[int, dict[str, Any]]:
         query = "?" + urllib.parse.urlencode({"fieldValidation": "Strict"})
-        connection = self.connect(timeout=30)
-        try:
-            connection.request(
-                method, path + query, body=json.dumps(body), headers={"Content-Type": content_type}
-            )
-            response = connection.getresponse()
-            answer: dict[str, Any] = json.loads(response.read())
-        finally:
-            connection.close()
-        return response.status, answer
+        status, answer = self.request(
+            method,
+            path + query,
+            body=json.dumps(body).encode(),
+            headers={"Content-Type": content_type},
+        )
+        decoded: dict[str, Any] = json.loads(answer)
+        return status, decoded
 
     def delete_collection(self, path: str, *, selector: str | None = None) -> None:
         """DELETE every object of the collection at `path` (matching `selector`, if given)."""
         query = "?" + urllib.parse.urlencode({"labelSelector": selector}) if selector else ""
-        connection = self.connect(timeout=30)
-        try:
-            connection.request("DELETE", path + query)
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
-        if response.status != 200:
-            raise AssertionError(f"DELETE {path}{query}: HTTP {response.status}: {body[:500]!r}")
+        status, body = self.request("DELETE", path + query)
+        if status != 200:
+            raise AssertionError(f"DELETE {path}{query}: HTTP {status}: {body[:500]!r}")
 
     def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.get_json(
@@ -433,19 +438,13 @@ class ApiServer:
     def pod_count(self, namespace: str, selector: str) -> int:
         """How many Pods match `selector` (only their metadata is transferred)."""
         query = urllib.parse.urlencode({"labelSelector": selector})
-        connection = self.connect(timeout=30)
-        try:
-            connection.request(
-                "GET",
-                f"/api/v1/namespaces/{namespace}/pods?{query}",
-                headers={"Accept": METADATA_LIST_ONLY},
-            )
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
-        if response.status != 200:
-            raise AssertionError(f"listing Pods: HTTP {response.status}: {body[:500]!r}")
+        status, body = self.request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods?{query}",
+            headers={"Accept": METADATA_LIST_ONLY},
+        )
+        if status != 200:
+            raise AssertionError(f"listing Pods: HTTP {status}: {body[:500]!r}")
         # An empty list comes back with `items: null`.
         return len(json.loads(body)["items"] or ())
 
