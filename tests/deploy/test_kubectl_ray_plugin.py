@@ -164,7 +164,7 @@ def wait_for_ready_workers(ray: KubectlRay, group: str, replicas: str) -> None:
     """Until `get workergroups` shows `group` with `replicas` (READY/DESIRED): real Ray nodes."""
     wait_until(
         lambda: worker_groups(ray).get(group) == replicas,
-        timeout=240, interval=0.5, what=f"{group} {replicas} in `kubectl ray get workergroups`",
+        timeout=240, interval=2, what=f"{group} {replicas} in `kubectl ray get workergroups`",
     )  # fmt: skip
 
 
