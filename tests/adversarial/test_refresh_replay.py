@@ -30,7 +30,7 @@ import pytest
 
 from tests.conftest import Kubectl
 from tests.robustness.conftest import StartOperator
-from tests.robustness.observe import OperatorUnderTest
+from tests.robustness.observe import ApiServer, OperatorUnderTest
 from tests.servegraph.artifact_server import ArtifactServer
 from tests.servegraph.graphs import document, pipeline_graph
 from tests.servegraph.refresh_hooks import GRAPH, SECRET_VALUE, graph_manifest, hook_secret
@@ -55,7 +55,9 @@ class Scene:
 
     operator: OperatorUnderTest
     registry: ArtifactServer
-    kubectl: Kubectl
+    api: ApiServer
+    """Reads the graph over one HTTPS request a poll (a kubectl process each cost the shared
+    cores more than the operator's work did)."""
     namespace: str
     events_port: int
     fetch_times: list[float]
@@ -84,8 +86,9 @@ class Scene:
         return self.registry.request_count(path)
 
     def graph(self) -> dict[str, Any]:
-        output = self.kubectl("get", "rayservegraph", GRAPH, "-n", self.namespace, "-o", "json")
-        graph: dict[str, Any] = json.loads(output)
+        graph: dict[str, Any] = self.api.get_json(
+            f"{API}/namespaces/{self.namespace}/rayservegraphs/{GRAPH}"
+        )
         return graph
 
     def annotation(self) -> str | None:
@@ -110,7 +113,12 @@ def wait_until(check: Callable[[], object], *, within: float, what: str) -> None
 
 @contextmanager
 def scene(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str, *, registry_mode: str = "ok"
+    start_operator: StartOperator,
+    kubectl: Kubectl,
+    api: ApiServer,
+    namespace: str,
+    *,
+    registry_mode: str = "ok",
 ) -> Iterator[Scene]:
     """Registry up, operator up, Secrets and the graph created; its first fetch made (the
     document is refused by the parser, a success as far as fetching goes: no backoff)."""
@@ -124,7 +132,7 @@ def scene(
                 "--serve-graph-allow-loopback",
             )
         )
-        world = Scene(operator, registry, kubectl, namespace, events_port, fetch_times=[])
+        world = Scene(operator, registry, api, namespace, events_port, fetch_times=[])
         with recording_fetch_times(world):
             apply_graph(kubectl, namespace, registry)
             wait_until(lambda: world.fetches() >= 1, within=60, what="the first fetch")
@@ -239,9 +247,9 @@ def assert_no_fetch_follows(world: Scene, *, fetches: int, annotation: str | Non
 
 
 def test_a_captured_signed_cloudevent_replayed_later_is_refused_and_costs_no_fetch(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, kubectl: Kubectl, api_server: ApiServer, namespace: str
 ) -> None:
-    with scene(start_operator, kubectl, namespace) as world:
+    with scene(start_operator, kubectl, api_server, namespace) as world:
         body, headers = body_signed_cloudevent(world, sent_at=time.time())
         assert world.post(f"{API}/events", body=body, headers=headers) == 202
         wait_until(world.refresh_handled, within=60, what="the genuine refresh fetched")
@@ -253,9 +261,9 @@ def test_a_captured_signed_cloudevent_replayed_later_is_refused_and_costs_no_fet
 
 
 def test_a_captured_signed_refresh_replayed_later_is_refused_and_costs_no_fetch(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, kubectl: Kubectl, api_server: ApiServer, namespace: str
 ) -> None:
-    with scene(start_operator, kubectl, namespace) as world:
+    with scene(start_operator, kubectl, api_server, namespace) as world:
         signature = sign_refresh(SECRET_VALUE, namespace=namespace, name=GRAPH, at=int(time.time()))
         headers = {REFRESH_SIGNATURE_HEADER: signature}
         assert world.post(world.refresh_path, headers=headers) == 202
@@ -268,10 +276,10 @@ def test_a_captured_signed_refresh_replayed_later_is_refused_and_costs_no_fetch(
 
 
 def test_a_body_only_signature_on_the_refresh_route_is_refused_and_costs_no_fetch(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, kubectl: Kubectl, api_server: ApiServer, namespace: str
 ) -> None:
     # GitHub's scheme: the HMAC of a body that says nothing of when or for which object.
-    with scene(start_operator, kubectl, namespace) as world:
+    with scene(start_operator, kubectl, api_server, namespace) as world:
         body = b'{"ref": "refs/heads/main"}'
         fetches = world.fetches()
         for header in (BODY_SIGNATURE_HEADER, GITHUB_BODY_SIGNATURE_HEADER):
@@ -281,9 +289,9 @@ def test_a_body_only_signature_on_the_refresh_route_is_refused_and_costs_no_fetc
 
 
 def test_a_stale_signature_is_refused_and_costs_no_fetch(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, kubectl: Kubectl, api_server: ApiServer, namespace: str
 ) -> None:
-    with scene(start_operator, kubectl, namespace) as world:
+    with scene(start_operator, kubectl, api_server, namespace) as world:
         fetches = world.fetches()
         an_hour_ago = time.time() - 3600
         body, headers = body_signed_cloudevent(world, sent_at=an_hour_ago)
@@ -295,11 +303,11 @@ def test_a_stale_signature_is_refused_and_costs_no_fetch(
 
 @pytest.mark.timeout(240)
 def test_a_flood_of_valid_refreshes_during_a_backoff_costs_no_more_than_the_backoffs_fetches(
-    start_operator: StartOperator, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, kubectl: Kubectl, api_server: ApiServer, namespace: str
 ) -> None:
     # The registry answers 404 (a permanent failure): retried after 10 s, then 20 s. Ten valid
     # refreshes a second for 6 s must not add a fetch, and the last one is served by the retry.
-    with scene(start_operator, kubectl, namespace, registry_mode="404") as world:
+    with scene(start_operator, kubectl, api_server, namespace, registry_mode="404") as world:
         wait_until(lambda: fetched_condition(world) == "False", within=30, what="the failure")
         bearer = {"Authorization": f"Bearer {SECRET_VALUE.decode()}"}
         answers = []

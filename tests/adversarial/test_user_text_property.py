@@ -14,7 +14,9 @@ nesting, long runs of digits, random unicode. Each one goes through both paths a
 
 Throughout, /healthz is probed every 100 ms and must answer within a second, the operator's RSS
 (sampled every 100 ms) must stay within `RSS_BOUND` of its idle figure, and the process must be
-the one that started: no crash, no restart. Each example's object is deleted before the next.
+the one that started: no crash, no restart. After its verdict, each example's object stays until
+the operator has fallen quiet (`QUIET_SECONDS` without a reconcile, within `SETTLE_BOUND`), so
+the reconciles its verdict and first writes set off have run; it is deleted before the next.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import http.client
 import itertools
 import json
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +35,6 @@ from hypothesis import strategies as st
 from ray_operator.controllers.serve_graph_fetch import FETCH_INLINE_WAIT_SECONDS
 
 from tests.adversarial.bombs import RUNTIME_ENV_BOMB, SERVE_CONFIG_BOMB, create, rayjob, rayservice
-from tests.conftest import Kubectl
 from tests.robustness.conftest import RAY_KINDS, StartOperator
 from tests.robustness.manifests import UNSCHEDULED, ray_cluster
 from tests.robustness.observe import (
@@ -57,9 +59,14 @@ FETCHING_VERDICT_BOUND = VERDICT_BOUND + FETCH_INLINE_WAIT_SECONDS
 """The same for a RayServeGraph whose URL passed validation: its first status comes after the
 fetch it starts, which the reconcile waits for up to `FETCH_INLINE_WAIT_SECONDS` by design (a
 hostile URL's host may take that long to fail)."""
-SETTLE_SECONDS = 1.0
-"""How long an object stays after its verdict: the steps after validation (building Pods and
-submitter commands, hashing a Serve config, the first fetch) run on it too."""
+QUIET_SECONDS = 0.5
+"""An object stays after its verdict until the operator has had no key queued or in flight, and
+added or reconciled none, for this long: the steps after validation (building Pods and submitter
+commands, hashing a Serve config, the first fetch) and the reconciles its own writes set off have
+run on it too. (A fixed second's sleep did this before; waiting for quiet also fails an object
+whose reconciles never end.)"""
+SETTLE_BOUND = 15.0
+"""Seconds within which the operator must fall quiet after a verdict."""
 HEALTHZ_BOUND = 1.0
 RSS_BOUND = 50 * MIB
 
@@ -330,16 +337,34 @@ def post(
     return status, str(body.get("message", "")), took
 
 
-def verdict(api: ApiServer, path: str, namespace: str, name: str) -> bool:
+def call(connection: http.client.HTTPSConnection, method: str, path: str) -> tuple[int, Any]:
+    """One request on the test's kept-alive connection (no TLS handshake per poll): (HTTP
+    status, the decoded answer)."""
+    connection.request(method, path)
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def verdict(connection: http.client.HTTPSConnection, path: str, namespace: str, name: str) -> bool:
     """Whether the operator has said something about the object: a status, or a Warning."""
-    found = api.get_json(f"{path}/{name}")
-    if found is not None and found.get("status"):
+    status, found = call(connection, "GET", f"{path}/{name}")
+    assert status in (200, 404), f"GET {path}/{name}: HTTP {status}: {str(found)[:500]}"
+    if status == 200 and found.get("status"):
         return True
-    return any(event.get("type") == "Warning" for event in api.events(namespace, name))
+    query = urllib.parse.urlencode({"fieldSelector": f"involvedObject.name={name}"})
+    status, events = call(connection, "GET", f"/api/v1/namespaces/{namespace}/events?{query}")
+    assert status == 200, f"listing Events: HTTP {status}: {str(events)[:500]}"
+    return any(event.get("type") == "Warning" for event in events["items"])
 
 
-def delete_all(kubectl: Kubectl, namespace: str) -> None:
-    kubectl("delete", RAY_KINDS, "--all", "-n", namespace, "--wait=false")
+def delete_all(connection: http.client.HTTPSConnection, namespace: str) -> None:
+    """Every Ray object of the namespace (what `kubectl delete <RAY_KINDS> --all --wait=false`
+    does, one delete-collection per kind, without a kubectl process per example)."""
+    for resource in RAY_KINDS.split(","):
+        group = "ray-operator.io/v1alpha1" if resource == "rayservegraphs" else "ray.io/v1"
+        path = f"/apis/{group}/namespaces/{namespace}/{resource}"
+        status, answer = call(connection, "DELETE", path)
+        assert status == 200, f"DELETE {path}: HTTP {status}: {str(answer)[:500]}"
 
 
 class Health:
@@ -418,7 +443,7 @@ def test_the_webhook_answers_any_text_in_any_parsed_field_within_a_second(
 
 
 def test_the_controllers_give_a_verdict_on_any_text_in_any_parsed_field_and_stay_healthy(
-    start_operator: StartOperator, api_server: ApiServer, kubectl: Kubectl, namespace: str
+    start_operator: StartOperator, api_server: ApiServer, namespace: str
 ) -> None:
     operator = start_operator()
     verdicts: list[tuple[float, str]] = []
@@ -439,21 +464,25 @@ def test_the_controllers_give_a_verdict_on_any_text_in_any_parsed_field_and_stay
                     return
                 created = time.monotonic()
                 wait_for(
-                    lambda: verdict(api_server, path, namespace, name),
+                    lambda: verdict(connection, path, namespace, name),
                     timeout=FETCHING_VERDICT_BOUND
                     if field.resource == "rayservegraphs"
                     else VERDICT_BOUND,
                     what=f"a verdict on {field.name} = {value[:80]!r}",
                 )
                 verdicts.append((time.monotonic() - created, field.name))
-                time.sleep(SETTLE_SECONDS)  # the reconciles after the first verdict run too
+                operator.wait_until_quiet(
+                    quiet=QUIET_SECONDS,
+                    timeout=SETTLE_BOUND,
+                    what=f"the operator quiet after {field.name} = {value[:80]!r}",
+                )
                 health.check()
-                delete_all(kubectl, namespace)
+                delete_all(connection, namespace)
 
             any_value_gets_a_verdict_in_time()
         finally:
-            connection.close()
-            delete_all(kubectl, namespace)
+            connection.close()  # it may be mid-request; the next request opens it again
+            delete_all(connection, namespace)
     slowest, which = max(verdicts, default=(0.0, "none"))
     print(
         f"\n{len(verdicts)} objects reached the operator; slowest verdict "

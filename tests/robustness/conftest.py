@@ -148,4 +148,4 @@ def _wait_for_no_cluster_pods(kubectl: Kubectl, namespace: str, *, timeout: floa
     while time.monotonic() < deadline:
         if not kubectl("get", "pods", "-l", CLUSTER_PODS, "-n", namespace, "-o", "name").strip():
             return
-        time.sleep(1.0)
+        time.sleep(0.25)  # a few Pods go within a reconcile: a second's poll mostly waited

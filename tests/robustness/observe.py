@@ -3,7 +3,8 @@
 Everything here runs in threads of the test process, never on an asyncio loop, so a slow
 `kubectl` call in the test cannot delay a probe and bias the latency it measures.
 
-    OperatorUnderTest   `ray-operator run` (the real command and controllers) in its own process
+    OperatorUnderTest   `ray-operator run` (the real command and controllers) in its own process;
+                        `wait_until_quiet`: until its work queue has been idle a while
     HealthProbe         GET /healthz every 100 ms; the worst latency and every failure
     RssProbe            the operator's resident memory every 100 ms; the peak
     ObjectWatch         one watch on a resource (one namespace or all, optionally by label):
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from ray_operator.bench.operator_process import read_process
 
 from tests.runtime.processes import REPO_ROOT, free_port, wait_until
@@ -140,6 +142,47 @@ class OperatorUnderTest:
     def rss_bytes(self) -> int:
         return read_process(self.process.pid).rss_bytes
 
+    def work_done(self) -> WorkDone | None:
+        """What its work queue holds and has done so far, from /metrics (None: no answer)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5.0)
+        try:
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            body = response.read().decode()
+        except OSError:
+            return None
+        finally:
+            connection.close()
+        if response.status != 200:
+            return None
+        totals = dict.fromkeys(WORK_METRICS, 0.0)
+        for family in text_string_to_metric_families(body):
+            for sample in family.samples:
+                if sample.name in totals:
+                    totals[sample.name] += sample.value
+        return WorkDone(*(totals[name] for name in WORK_METRICS))
+
+    def wait_until_quiet(self, *, quiet: float, timeout: float, what: str) -> float:
+        """Until no key has been queued, in flight, added or reconciled for `quiet` seconds
+        (scraped every 100 ms, as often as /healthz is probed); the seconds it took. Fails after
+        `timeout`: a reconcile that never ends, or keys that keep coming back, never fall quiet."""
+        started = time.monotonic()
+        quiet_since: float | None = None
+        last: WorkDone | None = None
+        while True:
+            now = time.monotonic()
+            done = self.work_done()
+            if done is None or not done.idle:
+                quiet_since = None
+            elif done != last or quiet_since is None:
+                quiet_since = now  # the first scrape that saw it idle with these counts
+            elif now - quiet_since >= quiet:
+                return now - started
+            if now - started > timeout:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}: {done}")
+            last = done
+            time.sleep(0.1)
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
@@ -165,6 +208,29 @@ class OperatorUnderTest:
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
+
+
+WORK_METRICS = (
+    "ray_operator_workqueue_depth",
+    "ray_operator_workqueue_in_flight",
+    "ray_operator_workqueue_adds_total",
+    "ray_operator_reconcile_total",
+)
+
+
+@dataclass(frozen=True)
+class WorkDone:
+    """One scrape of an operator's work queue: keys waiting and in flight now, keys added and
+    reconciles run since it started (every kind and result summed)."""
+
+    queued: float
+    in_flight: float
+    added: float
+    reconciled: float
+
+    @property
+    def idle(self) -> bool:
+        return self.queued == 0 and self.in_flight == 0
 
 
 @dataclass
@@ -291,20 +357,65 @@ class ApiServer:
             self.host, self.port, context=self.context, timeout=timeout
         )
 
-    def get_json(self, path: str) -> Any:
-        """GET `path`; the decoded body (None on 404). Cheaper than a kubectl process per poll."""
-        connection = self.connect(timeout=10)
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, bytes]:
+        """One request on a connection of its own: (HTTP status, the answer's bytes)."""
+        connection = self.connect(timeout=timeout)
         try:
-            connection.request("GET", path)
+            connection.request(method, path, body=body, headers=headers or {})
             response = connection.getresponse()
-            body = response.read()
+            answer = response.read()
         finally:
             connection.close()
-        if response.status == 404:
+        return response.status, answer
+
+    def get_json(self, path: str) -> Any:
+        """GET `path`; the decoded body (None on 404). Cheaper than a kubectl process per poll."""
+        status, body = self.request("GET", path, timeout=10)
+        if status == 404:
             return None
-        if response.status != 200:
-            raise AssertionError(f"GET {path}: HTTP {response.status}: {body[:500]!r}")
+        if status != 200:
+            raise AssertionError(f"GET {path}: HTTP {status}: {body[:500]!r}")
         return json.loads(body)
+
+    def create(self, path: str, manifest: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """POST `manifest` to the collection at `path` with strict field validation (kubectl
+        create's default): (HTTP status, the decoded answer: the object, or a Status)."""
+        return self._send("POST", path, manifest, "application/json")
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch of the object at `path`, with strict field validation; the object."""
+        status, body = self._send("PATCH", path, patch, "application/merge-patch+json")
+        if status != 200:
+            raise AssertionError(f"PATCH {path}: HTTP {status}: {str(body)[:500]}")
+        return body
+
+    def _send(
+        self, method: str, path: str, body: dict[str, Any], content_type: str
+    ) -> tuple[int, dict[str, Any]]:
+        query = "?" + urllib.parse.urlencode({"fieldValidation": "Strict"})
+        status, answer = self.request(
+            method,
+            path + query,
+            body=json.dumps(body).encode(),
+            headers={"Content-Type": content_type},
+        )
+        decoded: dict[str, Any] = json.loads(answer)
+        return status, decoded
+
+    def delete_collection(self, path: str, *, selector: str | None = None) -> None:
+        """DELETE every object of the collection at `path` (matching `selector`, if given)."""
+        query = "?" + urllib.parse.urlencode({"labelSelector": selector}) if selector else ""
+        status, body = self.request("DELETE", path + query)
+        if status != 200:
+            raise AssertionError(f"DELETE {path}{query}: HTTP {status}: {body[:500]!r}")
 
     def ray_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.get_json(
@@ -327,19 +438,13 @@ class ApiServer:
     def pod_count(self, namespace: str, selector: str) -> int:
         """How many Pods match `selector` (only their metadata is transferred)."""
         query = urllib.parse.urlencode({"labelSelector": selector})
-        connection = self.connect(timeout=30)
-        try:
-            connection.request(
-                "GET",
-                f"/api/v1/namespaces/{namespace}/pods?{query}",
-                headers={"Accept": METADATA_LIST_ONLY},
-            )
-            response = connection.getresponse()
-            body = response.read()
-        finally:
-            connection.close()
-        if response.status != 200:
-            raise AssertionError(f"listing Pods: HTTP {response.status}: {body[:500]!r}")
+        status, body = self.request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods?{query}",
+            headers={"Accept": METADATA_LIST_ONLY},
+        )
+        if status != 200:
+            raise AssertionError(f"listing Pods: HTTP {status}: {body[:500]!r}")
         # An empty list comes back with `items: null`.
         return len(json.loads(body)["items"] or ())
 

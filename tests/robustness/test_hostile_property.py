@@ -237,22 +237,16 @@ def test_hostile_clusters_never_stop_health_or_a_healthy_cluster(
         )
         @given(batch=st.lists(hostile_clusters(), min_size=1, max_size=3))
         def a_batch_of_hostile_clusters(batch: list[dict[str, Any]]) -> None:
-            admitted = apply_each(kubectl, namespace, batch, refusals)
+            admitted = create_each(api_server, namespace, batch, refusals)
             figures["admitted"].append(admitted)
             figures["refused"].append(len(batch) - admitted)
             workers = 2 if len(figures["converged"]) % 2 == 0 else 1
-            kubectl(
-                "apply",
-                "-n",
-                namespace,
-                "-f",
-                "-",
-                input_text=as_text(with_replicas(healthy, workers)),
-            )
+            scale_healthy(api_server, namespace, healthy, workers)
             figures["converged"].append(seconds_to_converge(api_server, namespace, workers=workers))
             assert not probe.failures, probe.failures[:5]
             assert probe.max_latency < HEALTHZ_BOUND, probe.summary()
-            kubectl("delete", "rayclusters", "-l", HOSTILE_LABEL, "-n", namespace, "--wait=false")
+            # What `kubectl delete rayclusters -l <label> --wait=false` does, without a process.
+            api_server.delete_collection(clusters_path(namespace), selector=HOSTILE_LABEL)
 
         a_batch_of_hostile_clusters()
 
@@ -270,19 +264,32 @@ def test_hostile_clusters_never_stop_health_or_a_healthy_cluster(
     assert operator.alive()
 
 
-def apply_each(
-    kubectl: Kubectl, namespace: str, batch: list[dict[str, Any]], refusals: list[str]
+def clusters_path(namespace: str) -> str:
+    return f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters"
+
+
+def create_each(
+    api: ApiServer, namespace: str, batch: list[dict[str, Any]], refusals: list[str]
 ) -> int:
-    """Create each cluster; how many the API server admitted (the schema may refuse a few)."""
+    """Create each cluster as `kubectl create` does (one POST, strict field validation); how
+    many the API server admitted (the schema may refuse a few)."""
     admitted = 0
     for cluster in batch:
-        result = kubectl.run(
-            "create", "-n", namespace, "-f", "-", input_text=as_text(copy.deepcopy(cluster))
-        )
-        admitted += result.returncode == 0
-        if result.returncode != 0:
-            refusals.append(result.stderr.strip()[:300])
+        status, answer = api.create(clusters_path(namespace), copy.deepcopy(cluster))
+        admitted += status == 201
+        if status != 201:
+            refusals.append(f"HTTP {status}: {answer.get('message', answer)}"[:300])
     return admitted
+
+
+def scale_healthy(api: ApiServer, namespace: str, healthy: dict[str, Any], workers: int) -> None:
+    """`healthy` as created, with `workers` replicas (and as many at most): what `kubectl
+    apply` of it would leave, as one merge patch of its groups."""
+    groups = with_replicas(healthy, workers)["spec"]["workerGroupSpecs"]
+    api.merge_patch(
+        f"{clusters_path(namespace)}/{healthy['metadata']['name']}",
+        {"spec": {"workerGroupSpecs": groups}},
+    )
 
 
 def seconds_to_converge(api: ApiServer, namespace: str, *, workers: int) -> float:
