@@ -4,6 +4,10 @@ The whole suites run with `make conformance` (about an hour); here a chosen subs
 reviewed list (`reviewed.py`: not runnable on one machine, or waiting for another branch) skipped.
 A test outside that list failing fails CI. The KubeRay test binaries are built on first use from
 the Go module proxy and cached (`suites.suite_binary`).
+
+The suites of the subset run at once against the one dev (each KubeRay test works in a namespace
+of its own), and each test of this module reads its own suite's results: they spend most of their
+time waiting for Ray and the API server, so together they take about as long as the longest.
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.conformance.__main__ import run_suites, start_dev
 from tests.conformance.reviewed import REVIEWED, Reviewed, find
-from tests.conformance.suites import module_source, suite_binary
+from tests.conformance.suites import CaseResult, module_source, suite_binary
 from tests.conformance.table import markdown, rows
 from tests.localray.dev_operator import DevOperator
 
@@ -50,20 +55,40 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevOperator]:
         operator.stop()
 
 
+@pytest.fixture(scope="module")
+def suite_runs(
+    dev: DevOperator, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[list[CaseResult]]]]:
+    """The selected suites of the subset, all started against `dev`: each one's results to come."""
+    selected = sorted(
+        {
+            item.callspec.params["suite"]
+            for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec")
+        }
+    )
+    with ThreadPoolExecutor(max_workers=max(1, len(selected))) as pool:
+        yield {
+            suite: pool.submit(
+                run_suites,
+                dev,
+                [suite],
+                out=tmp_path_factory.mktemp(f"kuberay-{suite}"),
+                skipped=REVIEWED,
+                run=CI_SUBSET[suite],
+                timeout_seconds=780,
+                overrides=SLOW_MACHINE_TIMEOUTS,
+            )
+            for suite in selected
+        }
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("suite", sorted(CI_SUBSET))
 def test_kuberay_suite_passes_but_for_the_reviewed_list(
-    suite: str, dev: DevOperator, tmp_path: Path
+    suite: str, dev: DevOperator, suite_runs: dict[str, Future[list[CaseResult]]]
 ) -> None:
-    results = run_suites(
-        dev,
-        [suite],
-        out=tmp_path,
-        skipped=REVIEWED,
-        run=CI_SUBSET[suite],
-        timeout_seconds=780,
-        overrides=SLOW_MACHINE_TIMEOUTS,
-    )
+    results = suite_runs[suite].result()
     table = markdown(
         rows(results, [suite], declared={}, skipped=REVIEWED), title=f"KubeRay {suite}"
     )

@@ -1,5 +1,10 @@
 """`ray-operator dev` in a subprocess (its own control plane and local Ray agent), and what the
-local Ray tests read from it: the addresses its agent tells in Events, the processes it runs."""
+local Ray tests read from it: the addresses its agent tells in Events, the processes it runs.
+
+Waits on the API server are watches (`watch_until`: one `kubectl get --watch` per wait) rather
+than a kubectl process per poll: a change is seen when it happens, and the waiting costs no CPU
+that the Ray processes under test need on a two-core machine.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,28 @@ import contextlib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from ray_operator.localray.agent import ray_beside_this_python
 
 from tests.conftest import Kubectl
 from tests.runtime.processes import REPO_ROOT, free_port, wait_until
+
+T = TypeVar("T")
+_RECHECK_SECONDS = 2.0
+"""How often `watch_until` asks again without a new event: for conditions that also read what
+the watch does not show (another object, a process, a port)."""
 
 _HEAD_STARTED = re.compile(r"dashboard (?P<host>[\d.]+):(?P<port>\d+), Serve (?P<serve>http://\S+)")
 
@@ -169,17 +182,169 @@ def head_pod(kubectl: Kubectl, namespace: str, cluster: str) -> str:
 
 def local_head_addresses(kubectl: Kubectl, namespace: str, cluster: str) -> tuple[str, str]:
     """(dashboard base URL, Serve base URL) of a cluster's local head, from its Event."""
-    found: list[re.Match[str]] = []
-
-    def told() -> bool:
-        pod = head_pod(kubectl, namespace, cluster)
-        messages = events_of(kubectl, namespace, pod, "LocalRayStarted") if pod else []
-        found[:] = [m for m in map(_HEAD_STARTED.search, messages) if m]
-        return bool(found)
-
-    wait_until(told, timeout=120, interval=0.5, what=f"the local head of {cluster}")
-    match = found[0]
+    messages = wait_for_event(
+        kubectl,
+        namespace,
+        "LocalRayStarted",
+        about=lambda: head_pod(kubectl, namespace, cluster),
+        matching=_HEAD_STARTED.search,
+        timeout=120,
+        what=f"the local head of {cluster}",
+    )
+    match = next(found for found in map(_HEAD_STARTED.search, messages) if found)
     return f"http://{match['host']}:{match['port']}", match["serve"]
+
+
+def wait_for_event(
+    kubectl: Kubectl,
+    namespace: str,
+    reason: str,
+    *,
+    about: Callable[[], str],
+    matching: Callable[[str], object] = bool,
+    timeout: float,
+    what: str,
+) -> list[str]:
+    """Messages of the Events with `reason` about the object `about()` names ("" while there is
+    none), once one of them is `matching`; as `events_of` would list them then."""
+
+    def told(events: dict[str, dict[str, Any]]) -> list[str]:
+        candidates = [event for event in events.values() if matching(event.get("message", ""))]
+        name = about() if candidates else ""
+        messages = [
+            str(event.get("message", ""))
+            for event in events.values()
+            if name and event["involvedObject"].get("name") == name
+        ]
+        return messages if any(map(matching, messages)) else []
+
+    return watch_until(
+        kubectl,
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"reason={reason}",
+        until=told,
+        timeout=timeout,
+        what=what,
+    )
+
+
+def watch_object(
+    kubectl: Kubectl,
+    namespace: str,
+    kind_name: str,
+    *,
+    until: Callable[[dict[str, Any]], T],
+    timeout: float,
+    what: str,
+) -> T:
+    """`watch_until` of one object (`rayjob/name`): `until` sees its present version ({} while
+    there is none; watched by name, so it may come later)."""
+    kind, _, name = kind_name.partition("/")
+    return watch_until(
+        kubectl,
+        kind,
+        "-n",
+        namespace,
+        "--field-selector",
+        f"metadata.name={name}",
+        until=lambda objects: until(next(iter(objects.values()), {})),
+        timeout=timeout,
+        what=what,
+    )
+
+
+def watch_until(
+    kubectl: Kubectl,
+    *get_args: str,
+    until: Callable[[dict[str, dict[str, Any]]], T],
+    timeout: float,
+    what: str,
+) -> T:
+    """`kubectl get GET_ARGS --watch`: the first truthy `until(objects)`, where `objects` holds
+    the present version of each object listed or watched so far (by uid; deleted ones dropped).
+
+    `until` is asked at each change and every `_RECHECK_SECONDS` besides; it may raise to end
+    the wait early (a RayJob that failed). Fails after `timeout` as `wait_until` does."""
+    command = ["kubectl", "--kubeconfig", str(kubectl.kubeconfig), "get", *get_args]
+    command += ["--watch", "--output-watch-events", "-o", "json"]
+    objects: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile() as errors:
+        watch = _KubectlWatch(command, errors)
+        try:
+            while not (found := until(objects)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+                for event in watch.events(min(left, _RECHECK_SECONDS)):
+                    uid = str(event["object"]["metadata"].get("uid"))
+                    if event["type"] == "DELETED":
+                        objects.pop(uid, None)
+                    elif event["type"] in ("ADDED", "MODIFIED"):
+                        objects[uid] = event["object"]
+        finally:
+            watch.stop()
+    return found
+
+
+class _KubectlWatch:
+    """A `kubectl get --watch -o json` running, read as a stream of JSON watch events; started
+    again if the API server ends the watch (the objects it lists again are the present ones)."""
+
+    def __init__(self, command: list[str], errors: Any) -> None:
+        self._command, self._errors = command, errors
+        self._buffer = b""
+        self._decoder = json.JSONDecoder()
+        self._process = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self._command, stdout=subprocess.PIPE, stderr=self._errors)
+
+    def events(self, wait: float) -> list[dict[str, Any]]:
+        """The watch events that arrive within `wait` seconds (none if none did)."""
+        assert self._process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._process.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout=wait):
+                return []
+        chunk = os.read(self._process.stdout.fileno(), 1 << 16)
+        if not chunk:
+            self._restart()
+            return []
+        self._buffer += chunk
+        return self._complete_events()
+
+    def _complete_events(self) -> list[dict[str, Any]]:
+        # Whole lines only: a read may end inside a character, never inside a line's end.
+        cut = self._buffer.rfind(b"\n") + 1
+        text, rest = self._buffer[:cut].decode(), self._buffer[cut:]
+        events, position = [], 0
+        while True:
+            while position < len(text) and text[position].isspace():
+                position += 1
+            try:
+                event, position = self._decoder.raw_decode(text, position)
+            except ValueError:  # an event cut in two: the rest comes with the next read
+                break
+            events.append(event)
+        self._buffer = text[position:].encode() + rest
+        return events
+
+    def _restart(self) -> None:
+        code = self._process.wait()
+        if code != 0:
+            self._errors.seek(0)
+            message = self._errors.read().decode(errors="replace")
+            raise AssertionError(f"{' '.join(self._command)} exited {code}: {message}")
+        self._buffer = b""
+        self._process = self._start()
+
+    def stop(self) -> None:
+        self._process.kill()
+        self._process.wait()
 
 
 def processes_on(address: str) -> list[int]:

@@ -17,6 +17,7 @@ import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ray_operator.localray.plan import cluster_address
@@ -25,11 +26,12 @@ from ray_operator.localray.sandbox import enter_argv
 from tests.conftest import KUBERAY_FIXTURES, Kubectl
 from tests.localray.dev_operator import (
     DevOperator,
-    events_of,
     namespace_for,
     processes_on,
     ray_nodes_python,
     running_dev,
+    wait_for_event,
+    watch_object,
 )
 from tests.runtime.processes import wait_until
 
@@ -40,8 +42,6 @@ pytestmark = [
         reason="this machine allows no unprivileged user namespaces",
     ),
 ]
-
-JOB_STATUS = "{.status.jobStatus}/{.status.jobDeploymentStatus}"
 
 
 @pytest.fixture(scope="module")
@@ -67,19 +67,27 @@ def test_kuberays_ray_job_sample_runs_unchanged_from_its_mounted_config_map(
     home_ray_existed = Path("/home/ray").exists()
     kubectl("apply", "-n", namespace, "-f", str(KUBERAY_FIXTURES / "ray-job.sample.yaml"))
 
-    def finished() -> bool:
-        status = field(kubectl, namespace, "rayjob/rayjob-sample", JOB_STATUS)
-        if "FAILED" in status or "Failed" in status:
+    def finished(job: dict[str, Any]) -> bool:
+        status = job.get("status", {})
+        deployment = f"{status.get('jobStatus', '')}/{status.get('jobDeploymentStatus', '')}"
+        if "FAILED" in deployment or "Failed" in deployment:
             pytest.fail(kubectl("get", "-n", namespace, "rayjob/rayjob-sample", "-o", "yaml"))
-        return status == "SUCCEEDED/Complete"
+        return deployment == "SUCCEEDED/Complete"
 
-    wait_until(finished, timeout=300, interval=1.0, what="rayjob-sample SUCCEEDED/Complete")
+    watch_object(
+        kubectl,
+        namespace,
+        "rayjob/rayjob-sample",
+        until=finished,
+        timeout=300,
+        what="rayjob-sample SUCCEEDED/Complete",
+    )
     assert Path("/home/ray").exists() == home_ray_existed, "the host's /home/ray was touched"
 
     cluster = field(kubectl, namespace, "rayjob/rayjob-sample", "{.status.rayClusterName}")
     address = cluster_address(field(kubectl, namespace, f"raycluster/{cluster}", "{.metadata.uid}"))
     kubectl("delete", "-n", namespace, "rayjob/rayjob-sample", "--wait=true", "--timeout=120s")
-    wait_until(lambda: not processes_on(address), timeout=60, interval=0.5, what="no processes")
+    wait_until(lambda: not processes_on(address), timeout=60, interval=0.2, what="no processes")
 
 
 WORKER_CLUSTER = """
@@ -183,7 +191,7 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     kubectl("apply", "-n", namespace, "-f", "-", input_text=manifest)
     worker = ""
 
-    def told() -> list[str]:
+    def the_worker() -> str:
         nonlocal worker
         worker = field(
             kubectl,
@@ -191,10 +199,17 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
             "pods",
             "{.items[?(@.metadata.labels.ray\\.io/group=='workers')].metadata.name}",
         )
-        return events_of(kubectl, namespace, worker, "CreateContainerConfigError") if worker else []
+        return worker
 
-    wait_until(told, timeout=120, interval=0.5, what="a CreateContainerConfigError Event")
-    assert "secretKeyRef Secret 'redis-auth' not found" in told()[0]
+    told = wait_for_event(
+        kubectl,
+        namespace,
+        "CreateContainerConfigError",
+        about=the_worker,
+        timeout=120,
+        what="a CreateContainerConfigError Event",
+    )
+    assert "secretKeyRef Secret 'redis-auth' not found" in told[0]
     address = cluster_address(field(kubectl, namespace, "raycluster/viewed", "{.metadata.uid}"))
     assert not worker_pid(address)
 
@@ -202,7 +217,7 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
         "create", "secret", "generic", "redis-auth", "-n", namespace,
         "--from-literal=password=5ecret-Value",
     )  # fmt: skip
-    wait_until(lambda: worker_pid(address), timeout=120, interval=0.5, what="the worker's process")
+    wait_until(lambda: worker_pid(address), timeout=120, interval=0.2, what="the worker's process")
     pid = worker_pid(address)
 
     environ = dict(
@@ -255,4 +270,4 @@ def test_a_worker_sees_its_secret_downward_api_empty_dir_and_sub_path_file_read_
     assert not Path(top).exists(), f"{top} was made on the host"
 
     kubectl("delete", "-n", namespace, "raycluster/viewed", "--wait=true", "--timeout=120s")
-    wait_until(lambda: not processes_on(address), timeout=60, interval=0.5, what="no processes")
+    wait_until(lambda: not processes_on(address), timeout=60, interval=0.2, what="no processes")

@@ -4,7 +4,8 @@ One `ray-operator dev` (its own control plane, with the controller-manager, and 
 the module. RayJobs in both submission modes reach SUCCEEDED on real Ray processes, the RayService
 sample answers through its local Serve proxy, a two-group cluster shows its shape in the Ray
 dashboard, a Pod over the cluster cap is told so, and every deletion ends its processes and
-frees its ports. The last test stops a run of its own and finds nothing left behind.
+frees its ports. One test stops a run of its own and finds nothing left behind; that run starts
+with the module, so its control plane comes up while the other tests wait on Ray.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import pytest
 from ray_operator.localray.plan import cluster_address
@@ -34,13 +35,14 @@ from tests.localray.dev_operator import (
     local_head_addresses,
     processes_on,
     ray_nodes_ray,
+    wait_for_event,
+    watch_object,
 )
 from tests.runtime.processes import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
 MAX_CLUSTERS = 2
-JOB_STATUS = "{.status.jobStatus}/{.status.jobDeploymentStatus}"
 READY_CONDITION = '{.status.conditions[?(@.type=="Ready")].status}'
 
 
@@ -53,6 +55,18 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevOperator]:
     )
     try:
         operator.wait_ready()
+        yield operator
+    finally:
+        operator.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dev_to_stop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevOperator]:
+    """The run `test_stopping_dev_ends_every_local_ray_process` stops, started with the module:
+    its control plane comes up while the other tests wait on Ray (stopped here if that test did
+    not stop it)."""
+    operator = DevOperator(tmp_path_factory.mktemp("stopped-dev") / "dev")
+    try:
         yield operator
     finally:
         operator.stop()
@@ -79,13 +93,32 @@ def field(kubectl: Kubectl, namespace: str, kind_name: str, path: str) -> str:
 
 
 def wait_for_job(kubectl: Kubectl, namespace: str, name: str) -> None:
-    def finished() -> bool:
-        status = field(kubectl, namespace, f"rayjob/{name}", JOB_STATUS)
+    def finished(job: dict[str, Any]) -> bool:
+        status = job_status(job)
         if "Failed" in status or "FAILED" in status:
             pytest.fail(kubectl("get", "-n", namespace, f"rayjob/{name}", "-o", "yaml"))
         return status == "SUCCEEDED/Complete"
 
-    wait_until(finished, timeout=240, interval=1.0, what=f"RayJob {name} SUCCEEDED/Complete")
+    watch_object(
+        kubectl,
+        namespace,
+        f"rayjob/{name}",
+        until=finished,
+        timeout=240,
+        what=f"RayJob {name} SUCCEEDED/Complete",
+    )
+
+
+def job_status(job: dict[str, Any]) -> str:
+    """`jobStatus/jobDeploymentStatus` ("/" before the first status)."""
+    status = job.get("status", {})
+    return f"{status.get('jobStatus', '')}/{status.get('jobDeploymentStatus', '')}"
+
+
+def condition_status(obj: dict[str, Any], condition: str) -> str:
+    """The status of the object's condition of that type ("" without one)."""
+    conditions = obj.get("status", {}).get("conditions", [])
+    return "".join(str(c.get("status", "")) for c in conditions if c.get("type") == condition)
 
 
 def uid_of(kubectl: Kubectl, namespace: str, kind_name: str) -> str:
@@ -124,7 +157,7 @@ def delete_and_expect_freed(
     wait_until(
         lambda: not processes_on(head.address),
         timeout=60,
-        interval=0.5,
+        interval=0.2,
         what=f"the processes on {head.address} to end",
     )
     port = urllib.parse.urlsplit(head.dashboard).port
@@ -247,18 +280,12 @@ def test_the_ray_service_sample_answers_on_its_local_serve_url(
     kubectl: Kubectl, namespace: str
 ) -> None:
     kubectl("apply", "-n", namespace, "-f", str(SAMPLES / "ray-service.sample.yaml"))
-    wait_until(
-        lambda: (
-            field(
-                kubectl,
-                namespace,
-                "rayservice/ray-service-sample",
-                '{.status.conditions[?(@.type=="Ready")].status}',
-            )
-            == "True"
-        ),
+    watch_object(
+        kubectl,
+        namespace,
+        "rayservice/ray-service-sample",
+        until=lambda service: condition_status(service, "Ready") == "True",
         timeout=240,
-        interval=1.0,
         what="the RayService to be Ready",
     )
     cluster = field(
@@ -321,7 +348,7 @@ def test_a_two_group_cluster_shows_its_nodes_and_resources_in_the_dashboard(
         alive[:] = [node for node in summary if node["raylet"]["state"] == "ALIVE"]
         return len(alive) == 4
 
-    wait_until(four_alive, timeout=120, interval=1.0, what="4 alive Ray nodes")
+    wait_until(four_alive, timeout=120, interval=0.5, what="4 alive Ray nodes")
     shapes = sorted(
         (
             node["raylet"]["resourcesTotal"].get("CPU", 0.0),  # type: ignore[index]
@@ -359,12 +386,15 @@ def test_a_head_over_the_cluster_cap_is_told_and_starts_once_room_is_made(
         local_head_addresses(kubectl, namespace, name)
     apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name=names[-1]))
 
-    def told() -> list[str]:
-        pod = head_pod(kubectl, namespace, names[-1])
-        return events_of(kubectl, namespace, pod, "LocalRayCapReached") if pod else []
-
-    wait_until(told, timeout=60, interval=0.5, what="a LocalRayCapReached Event")
-    assert "--local-ray-max-clusters=2" in told()[0]
+    told = wait_for_event(
+        kubectl,
+        namespace,
+        "LocalRayCapReached",
+        about=lambda: head_pod(kubectl, namespace, names[-1]),
+        timeout=60,
+        what="a LocalRayCapReached Event",
+    )
+    assert "--local-ray-max-clusters=2" in told[0]
     pod = head_pod(kubectl, namespace, names[-1])
     assert not events_of(kubectl, namespace, pod, "LocalRayStarted")
 
@@ -393,12 +423,15 @@ def test_a_pod_ray_could_not_start_is_told_why_and_gets_no_process(
         """,
     )
 
-    def told() -> list[str]:
-        pod = head_pod(kubectl, namespace, "unreadable")
-        return events_of(kubectl, namespace, pod, "LocalRayUnplannable") if pod else []
-
-    wait_until(told, timeout=60, interval=0.5, what="a LocalRayUnplannable Event")
-    assert "object-store-memory 'lots' is not a number of bytes" in told()[0]
+    told = wait_for_event(
+        kubectl,
+        namespace,
+        "LocalRayUnplannable",
+        about=lambda: head_pod(kubectl, namespace, "unreadable"),
+        timeout=60,
+        what="a LocalRayUnplannable Event",
+    )
+    assert "object-store-memory 'lots' is not a number of bytes" in told[0]
     uid = uid_of(kubectl, namespace, "raycluster/unreadable")
     assert not processes_on(cluster_address(uid))
     pod = head_pod(kubectl, namespace, "unreadable")
@@ -410,7 +443,7 @@ def test_local_processes_outlive_an_api_server_that_stops_answering(
 ) -> None:
     apply(kubectl, namespace, HEAD_ONLY_CLUSTER.format(name="steady"))
     steady = local_head(kubectl, namespace, "steady")
-    wait_until(lambda: answers(steady.dashboard), timeout=60, interval=0.5, what="the dashboard")
+    wait_until(lambda: answers(steady.dashboard), timeout=60, interval=0.2, what="the dashboard")
     address = steady.address
     head_group = {int(pid) for pid in dev.recorded_process_groups} & set(processes_on(address))
     assert len(head_group) == 1
@@ -437,16 +470,18 @@ def test_a_plain_job_pod_still_completes_at_once(kubectl: Kubectl, namespace: st
     kubectl(
         "create", "job", "plain", "-n", namespace, "--image=busybox", "--", "true"
     )  # fmt: skip
-    wait_until(
-        lambda: field(kubectl, namespace, "job/plain", "{.status.succeeded}") == "1",
+    watch_object(
+        kubectl,
+        namespace,
+        "job/plain",
+        until=lambda job: job.get("status", {}).get("succeeded") == 1,
         timeout=60,
-        interval=0.5,
         what="the plain Job to succeed",
     )
 
 
-def test_stopping_dev_ends_every_local_ray_process(tmp_path: Path) -> None:
-    operator = DevOperator(tmp_path / "dev")
+def test_stopping_dev_ends_every_local_ray_process(dev_to_stop: DevOperator) -> None:
+    operator = dev_to_stop
     try:
         operator.wait_ready()
         apply(operator.kubectl, "default", HEAD_ONLY_CLUSTER.format(name="left-running"))
@@ -460,12 +495,12 @@ def test_stopping_dev_ends_every_local_ray_process(tmp_path: Path) -> None:
     wait_until(
         lambda: not processes_on(cluster_address(uid)),
         timeout=30,
-        interval=0.5,
+        interval=0.2,
         what="no process left on the stopped cluster's address",
     )
     assert operator.recorded_process_groups == {}
     leftovers = subprocess.run(
-        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
+        ["pgrep", "-f", str(operator.directory.parent)], capture_output=True, text=True, check=False
     ).stdout
     assert leftovers == "", f"processes of the stopped run remain: {leftovers}"
     assert json.loads((operator.directory / "local-ray" / "processes.json").read_text()) == {}

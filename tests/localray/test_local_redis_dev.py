@@ -26,10 +26,11 @@ from ray_operator.localray.redis_plan import redis_address
 from tests.conftest import KUBERAY_FIXTURES, Kubectl
 from tests.localray.dev_operator import (
     DevOperator,
-    events_of,
     get_json,
     head_pod,
     local_head_addresses,
+    wait_for_event,
+    watch_object,
 )
 from tests.runtime.processes import wait_until
 
@@ -77,13 +78,14 @@ def sample(kubectl: Kubectl) -> SampleCluster:
     kubectl("create", "namespace", namespace)
     kubectl("apply", "-n", namespace, "-f", str(SAMPLE))
 
-    def ready() -> bool:
-        state = kubectl(
-            "get", "-n", namespace, f"raycluster/{CLUSTER}", "-o", "jsonpath={.status.state}"
-        )
-        return state == "ready"
-
-    wait_until(ready, timeout=240, interval=1.0, what=f"RayCluster {CLUSTER} ready")
+    watch_object(
+        kubectl,
+        namespace,
+        f"raycluster/{CLUSTER}",
+        until=lambda cluster: cluster.get("status", {}).get("state") == "ready",
+        timeout=240,
+        what=f"RayCluster {CLUSTER} ready",
+    )
     uid = kubectl("get", "-n", namespace, f"raycluster/{CLUSTER}", "-o", "jsonpath={.metadata.uid}")
     redis_uid = kubectl(
         "get", "pods", "-n", namespace, "-l", "app=redis", "-o", "jsonpath={.items[0].metadata.uid}"
@@ -154,7 +156,7 @@ def test_a_new_head_still_lists_the_job_submitted_before_the_old_one_was_deleted
     wait_until(
         lambda: job_status(dashboard, submitted) == "SUCCEEDED",
         timeout=120,
-        interval=1.0,
+        interval=0.5,
         what=f"job {submitted} SUCCEEDED",
     )
     old_head = head_pod(kubectl, sample.namespace, CLUSTER)
@@ -170,7 +172,7 @@ def test_a_new_head_still_lists_the_job_submitted_before_the_old_one_was_deleted
     wait_until(
         lambda: job_status(new_dashboard, submitted) == "SUCCEEDED",
         timeout=180,
-        interval=1.0,
+        interval=0.5,
         what=f"job {submitted} listed by the new head",
     )
 
@@ -235,16 +237,23 @@ def test_a_redis_config_naming_another_directory_and_a_module_neither_writes_nor
 
     pod: list[str] = []
 
-    def started() -> bool:
+    def the_pod() -> str:
         pod[:] = kubectl(
             "get", "pods", "-n", namespace, "-l", "app=hostile", "-o",
             "jsonpath={.items[0].metadata.name} {.items[0].metadata.uid}",
         ).split()  # fmt: skip
-        return len(pod) == 2 and bool(events_of(kubectl, namespace, pod[0], "LocalRedisStarted"))
+        return pod[0] if len(pod) == 2 else ""
 
-    wait_until(started, timeout=60, interval=0.5, what="the local Redis started")
+    wait_for_event(
+        kubectl,
+        namespace,
+        "LocalRedisStarted",
+        about=the_pod,
+        timeout=60,
+        what="the local Redis started",
+    )
     address = f"{redis_address(pod[1])}:6379"
-    wait_until(lambda: answers(address, "pw"), timeout=30, interval=0.5, what=f"Redis at {address}")
+    wait_until(lambda: answers(address, "pw"), timeout=30, interval=0.2, what=f"Redis at {address}")
     assert redis_cli(address, "pw", "SET", "key", "value") == "OK"
     assert redis_cli(address, "pw", "SAVE") == "OK"
     assert redis_cli(address, "pw", "MODULE", "LIST") == ""
@@ -267,11 +276,8 @@ def test_deleting_the_cluster_runs_its_redis_cleanup_which_empties_the_redis(
     """Last in the module: it deletes the sample's RayCluster (its Redis stays)."""
     assert redis_cli(sample.redis, SAMPLE_PASSWORD, "DBSIZE") != "0"
     kubectl("delete", "-n", sample.namespace, f"raycluster/{CLUSTER}", "--wait=false")
-    wait_until(
-        lambda: not kubectl.run("get", "-n", sample.namespace, f"raycluster/{CLUSTER}").stdout,
-        timeout=120,
-        interval=1.0,
-        what=f"RayCluster {CLUSTER} gone after its Redis cleanup",
-    )
+    kubectl(
+        "wait", "-n", sample.namespace, f"raycluster/{CLUSTER}", "--for=delete", "--timeout=120s"
+    )  # RayCluster gone after its Redis cleanup
     # Only the cleanup Job's command removes the cluster's keys (its Job is gone with the cluster).
     assert redis_cli(sample.redis, SAMPLE_PASSWORD, "DBSIZE") == "0"
