@@ -46,7 +46,7 @@ LABEL org.opencontainers.image.title="ray-operator" \
 # attacker.
 RUN python -m pip uninstall --yes pip
 COPY --from=build /opt/ray-operator /opt/ray-operator
-# Two settings for memory at rest (operator/ray_operator/bench/RESULTS.md, "Idle memory"):
+# Settings for memory at rest (operator/ray_operator/bench/RESULTS.md, "Idle memory"):
 # - PYTHONOPTIMIZE=2 drops docstrings (and asserts) from the loaded code: 1.7 MiB of the idle
 #   operator's RSS, held for nothing. The operator's asserts only narrow types for mypy.
 # - No CA bundle file, the CA directory only: aiohttp builds its default TLS context when it is
@@ -54,12 +54,16 @@ COPY --from=build /opt/ray-operator /opt/ray-operator
 #   operator verifies the API server and its fetches with contexts of its own. From the
 #   directory (hashed names), OpenSSL reads a CA when a verification needs it, so a TLS peer
 #   is verified against the same system CAs.
+# - frozenlist (aiohttp's signal lists) in pure Python: its compiled extension is C++, the one
+#   module that loads the C++ runtime into the process (1.2 MiB); aiohttp iterates those lists
+#   (mostly empty) once per request at most.
 ENV PATH=/opt/ray-operator/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONOPTIMIZE=2 \
     SSL_CERT_FILE=/dev/null \
-    SSL_CERT_DIR=/etc/ssl/certs
+    SSL_CERT_DIR=/etc/ssl/certs \
+    FROZENLIST_NO_EXTENSIONS=1
 # A numeric, unprivileged user that owns nothing in the image (the root filesystem is mounted
 # read-only in config/manager anyway); numeric so that runAsNonRoot can verify it.
 USER 65532:65532

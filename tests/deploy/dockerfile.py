@@ -38,14 +38,15 @@ def stages() -> list[list[tuple[str, str]]]:
 
 
 def python_environment() -> dict[str, str]:
-    """The `PYTHON*` and `SSL_*` variables the final stage's ENV instructions set (`ENV K=V
-    K2=V2`), which change how the image's Python runs (PYTHONOPTIMIZE) and where it finds CAs."""
+    """The variables the final stage's ENV instructions set (`ENV K=V K2=V2`) that change how the
+    image's Python runs (PYTHONOPTIMIZE), where it finds CAs (SSL_*) and which compiled
+    extensions it loads (FROZENLIST_NO_EXTENSIONS)."""
     found: dict[str, str] = {}
     for keyword, arguments in stages()[-1]:
         if keyword == "ENV":
             for assignment in shlex.split(arguments):
                 name, _, value = assignment.partition("=")
-                if name.startswith(("PYTHON", "SSL_")):
+                if name.startswith(("PYTHON", "SSL_", "FROZENLIST_")):
                     found[name] = value
     return found
 

@@ -25,8 +25,9 @@ IMAGE_ENVIRONMENT: Mapping[str, str] = {
     "PYTHONOPTIMIZE": "2",
     "SSL_CERT_FILE": "/dev/null",
     "SSL_CERT_DIR": "/etc/ssl/certs",
+    "FROZENLIST_NO_EXTENSIONS": "1",
 }
-"""The `PYTHON*` and `SSL_*` settings of the image's final stage."""
+"""The runtime settings of the image's final stage (Python's, OpenSSL's, frozenlist's)."""
 
 RUNTIME_REQUIREMENTS = Path(ray_operator.__file__).parents[2] / "requirements" / "runtime.txt"
 """The image's dependencies (the benchmark runs from a source checkout)."""
