@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from ray_operator.builders import (
     NoServePortError,
     build_head_service,
     build_headless_service,
     build_serve_service,
+    head_ports,
     needs_headless_service,
 )
 
@@ -132,3 +135,12 @@ def test_services_carry_the_created_by_label_the_runtime_watches() -> None:
         build_serve_service(cluster),
     ):
         assert service["metadata"]["labels"]["app.kubernetes.io/created-by"] == "ray-operator"
+
+
+def test_head_ports_are_read_from_the_cluster_without_changing_it() -> None:
+    cluster = _with_head_ports([{"name": "gcs", "containerPort": 6379}])
+    before = copy.deepcopy(cluster)
+    ports = head_ports(cluster)
+    ports["gcs"] = 1
+    assert cluster == before
+    assert head_ports(cluster)["gcs"] == 6379

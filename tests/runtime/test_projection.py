@@ -364,3 +364,60 @@ def test_other_kinds_are_cached_whole_without_managed_fields() -> None:
     kept = Store().keep(SERVICE, copy.deepcopy(service))
     del service["metadata"]["managedFields"]
     assert kept == service
+
+
+def _leaf_paths(value: Any, path: str = "") -> set[str]:
+    if isinstance(value, dict) and value:
+        return {
+            leaf
+            for key, item in value.items()
+            for leaf in _leaf_paths(item, f"{path}.{key}" if path else key)
+        }
+    if isinstance(value, list) and value:
+        return {leaf for item in value for leaf in _leaf_paths(item, f"{path}[]")}
+    return {path}
+
+
+def test_the_cache_keeps_exactly_these_fields_of_a_running_worker_pod() -> None:
+    # What the cache holds per Pod sets the operator's memory with thousands of clusters and
+    # the time to fill it after a restart (issue 32): a field kept beyond these fails here.
+    served = POD_STATES["worker running and ready"]
+    kept = _projected(served, POD)
+    assert kept["metadata"]["labels"] == served["metadata"]["labels"]
+    assert {path for path in _leaf_paths(kept) if not path.startswith("metadata.labels.")} == {
+        "apiVersion",
+        "kind",
+        "metadata.annotations",
+        "metadata.creationTimestamp",
+        "metadata.generation",
+        "metadata.name",
+        "metadata.namespace",
+        "metadata.ownerReferences[].apiVersion",
+        "metadata.ownerReferences[].blockOwnerDeletion",
+        "metadata.ownerReferences[].controller",
+        "metadata.ownerReferences[].kind",
+        "metadata.ownerReferences[].name",
+        "metadata.ownerReferences[].uid",
+        "metadata.resourceVersion",
+        "metadata.uid",
+        "spec.containers[].name",
+        "spec.restartPolicy",
+        "status.conditions[].status",
+        "status.conditions[].type",
+        "status.containerStatuses[].name",
+        "status.containerStatuses[].restartCount",
+        "status.containerStatuses[].state",
+        "status.phase",
+        "status.podIP",
+    }
+
+
+def test_shared_parts_equal_in_value_but_not_in_type_are_kept_apart() -> None:
+    # To a dict, 1 == 1.0 == True: sharing must not turn one Pod's value into another's.
+    projector = Projector()
+    owners = []
+    for controller in (True, 1, 1.0):
+        pod = copy.deepcopy(POD_STATES["worker running and ready"])
+        pod["metadata"]["ownerReferences"][0]["controller"] = controller
+        owners.append(projector.project(pod, POD_FIELDS)["metadata"]["ownerReferences"][0])
+    assert [type(owner["controller"]) for owner in owners] == [bool, int, float]

@@ -10,6 +10,7 @@ from ray_operator.spec.quantity import (
     InvalidQuantityError,
     Quantity,
     format_float_like_go,
+    go_json_quantity,
     sum_quantities,
 )
 
@@ -110,3 +111,27 @@ def test_the_longest_quantity_parses_in_well_under_a_millisecond() -> None:
     with cpu_time() as spent:
         assert Quantity.parse(text).value() == 1
     assert spent.seconds < 0.001
+
+
+def test_a_quantity_text_is_parsed_once_and_a_bad_one_is_refused_every_time() -> None:
+    # After a restart every reconcile reads the same few requests and limits ("100m", "256Mi").
+    assert Quantity.parse("100m") is Quantity.parse("100m")
+    for _ in range(2):
+        with pytest.raises(InvalidQuantityError):
+            Quantity.parse("1.2.3")
+
+
+@pytest.mark.parametrize("first", [10**21, 1e21])
+def test_go_json_quantities_of_equal_numbers_of_different_types_are_told_apart(
+    first: int | float,
+) -> None:
+    # To a dict 10**21 == 1e21 and 1 == True; Go writes the first two differently and refuses
+    # a boolean: the cache must give each value its own answer, whichever was asked first.
+    go_json_quantity.cache_clear()
+    values = [first, *(value for value in (10**21, 1e21) if type(value) is not type(first))]
+    assert [go_json_quantity(value) for value in values] == [
+        go_json_quantity.__wrapped__(value) for value in values
+    ]
+    assert go_json_quantity(1) == "1"
+    with pytest.raises(InvalidQuantityError, match="not bool"):
+        go_json_quantity(True)

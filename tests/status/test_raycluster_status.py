@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -236,3 +237,23 @@ def test_typed_clusters_get_the_same_status_as_their_manifests() -> None:
     typed = RayCluster.model_validate(cluster)
     pods = _ready_cluster_pods()
     assert _status(typed, pods, now=T1) == _status(cluster, pods, now=T1)
+
+
+def _every_container(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(c for item in value.values() for c in _every_container(item))]
+    if isinstance(value, list):
+        return [value, *(c for item in value for c in _every_container(item))]
+    return []
+
+
+def test_computing_the_status_reads_the_cached_cluster_and_shares_nothing_with_it() -> None:
+    # The cluster comes straight from the cache, uncopied (a copy was a fifth of a no-op
+    # reconcile): the new status must be built of fresh maps and lists only.
+    cluster = raycluster()
+    cluster["status"] = _status(cluster, _ready_cluster_pods(), [head_service()])
+    before = copy.deepcopy(cluster)
+    status = _status(cluster, [head()], [head_service()], now=T1)
+    assert cluster == before
+    cached = {id(container) for container in _every_container(cluster)}
+    assert not [c for c in _every_container(status) if id(c) in cached]

@@ -19,13 +19,14 @@ from ray_operator.spec.raycluster import (
     cluster_name,
     is_auth_enabled,
     is_k8s_token_auth_enabled,
+    read_cluster_manifest,
     spec,
 )
 
 
 def needs_generated_auth_secret(cluster: ClusterLike) -> bool:
     """Token auth with neither a user-provided Secret nor Kubernetes ServiceAccount tokens."""
-    cluster_spec = spec(as_cluster_manifest(cluster))
+    cluster_spec = spec(read_cluster_manifest(cluster))
     return (
         is_auth_enabled(cluster_spec)
         and not is_k8s_token_auth_enabled(cluster_spec)
@@ -35,7 +36,7 @@ def needs_generated_auth_secret(cluster: ClusterLike) -> bool:
 
 def auth_secret_name(cluster: ClusterLike) -> str:
     """The generated Secret's name: the cluster's (where the Ray containers look for it)."""
-    return check_name(cluster_name(as_cluster_manifest(cluster)))
+    return check_name(cluster_name(read_cluster_manifest(cluster)))
 
 
 def build_auth_secret(cluster: ClusterLike, *, token: str) -> JSON:

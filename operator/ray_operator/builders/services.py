@@ -33,6 +33,7 @@ from ray_operator.spec.raycluster import (
     json_copy,
     pod_spec,
     ray_container,
+    read_cluster_manifest,
     spec,
     worker_groups,
 )
@@ -56,7 +57,7 @@ class NoServePortError(ValueError):
 
 def head_ports(cluster: ClusterLike) -> dict[str, int]:
     """Port name → number the head Service exposes (KubeRay's `getServicePorts`)."""
-    manifest = as_cluster_manifest(cluster)
+    manifest = read_cluster_manifest(cluster)  # only names and numbers are taken
     container = ray_container(pod_spec(head_group(manifest)))
     ports: dict[str, int] = {}
     for port in container.get("ports") or []:
@@ -152,7 +153,7 @@ def needs_headless_service(cluster: ClusterLike) -> bool:
     """Whether any worker group is multi-host (`numOfHosts` > 1)."""
     return any(
         int(group.get("numOfHosts") or 1) > 1
-        for group in worker_groups(as_cluster_manifest(cluster))
+        for group in worker_groups(read_cluster_manifest(cluster))
     )
 
 

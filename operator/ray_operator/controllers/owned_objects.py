@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -391,6 +392,10 @@ async def run_bounded(actions: Iterable[Awaitable[None]]) -> None:
     while producing the next action (`ScalingExecutor`'s `_while_wanted`) sees the cache of that
     moment."""
     remaining = iter(actions)
+    first = next(remaining, None)
+    if first is None:
+        return  # the usual case of a converged cluster: no tasks to start and gather
+    remaining = itertools.chain((first,), remaining)
 
     async def run_one_after_another() -> None:
         for action in remaining:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import re
 from decimal import Decimal, localcontext
@@ -109,6 +110,11 @@ class Quantity:
 ZERO = Quantity(Fraction(0))
 
 
+# A reconcile reads every container's requests and limits (desired resources in the status,
+# validation): the same few strings ("100m", "256Mi") thousands of times after a restart.
+# Quantities are immutable, so the parsed value of a text is shared; errors are not cached (each
+# bad text costs its O(len) check again, as before), and the table is bounded.
+@functools.lru_cache(maxsize=1024)
 def _parse_text(text: str) -> Quantity:
     if len(text) > MAX_QUANTITY_LENGTH:
         raise InvalidQuantityError(
@@ -188,6 +194,7 @@ def sum_quantities(quantities: list[Quantity]) -> Quantity:
     return total
 
 
+@functools.lru_cache(maxsize=1024)
 def _canonical(amount: Fraction, fmt: QuantityFormat) -> str:
     # Sub-nano precision is rounded up, as the API server does.
     amount = Fraction(math.ceil(amount * 10**9), 10**9)
@@ -240,6 +247,9 @@ _INT64_MAX = 2**63 - 1
 _GO_MAX_INT_BITS = int(GO_MAX_QUANTITY_LENGTH * 3.32)  # fewer than GO_MAX_QUANTITY_LENGTH digits
 
 
+# Pure and asked for the same few values by every validation of a cluster (its Go hash); typed,
+# so that 1, 1.0 and True stay apart. Errors are not cached.
+@functools.lru_cache(maxsize=256, typed=True)
 def go_json_quantity(value: str | int | float) -> str:
     """What apimachinery's `Quantity.MarshalJSON` writes after `UnmarshalJSON` of `value`.
 

@@ -14,7 +14,6 @@ dashboards keep working. Deliberate differences, each for robustness:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
@@ -28,11 +27,12 @@ from ray_operator.spec.quantity import ZERO, Quantity, sum_quantities
 from ray_operator.spec.raycluster import (
     JSON,
     ClusterLike,
-    as_cluster_manifest,
     head_group,
     is_suspended,
+    json_copy,
     pod_spec,
     pod_spec_resources,
+    read_cluster_manifest,
     spec,
     worker_groups,
 )
@@ -105,9 +105,11 @@ def compute_status(
     invalid_spec: str | None = None,
 ) -> JSON:
     """The new `status` of `cluster` (its current status is read from it); `pods`: all its Pods."""
-    manifest = as_cluster_manifest(cluster)
+    # Read, never copied whole: the new status is built from a copy of the old one and from
+    # values computed here, so nothing of `cluster` is written to or returned.
+    manifest = read_cluster_manifest(cluster)
     old: JSON = dict(manifest.get("status", {}))
-    new = copy.deepcopy(old)
+    new: JSON = json_copy(old)
     stamp = _timestamp(now)
     new["observedGeneration"] = manifest.get("metadata", {}).get("generation", 0)
     new.update(_replica_counts(manifest, pods))
