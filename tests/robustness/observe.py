@@ -532,9 +532,10 @@ class ObjectWatch:
             self._started.set()
             for event in _json_lines(response):
                 self._record(event)
-        except (OSError, http.client.HTTPException) as error:
-            # Closing the connection on stop may cut a chunk short (IncompleteRead): only an
-            # error before the stop is one.
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            # Shutting the socket down on stop may cut a chunk short (IncompleteRead) or leave
+            # half a line that is no JSON (seen once: a UnicodeDecodeError): only an error before
+            # the stop is one.
             if not self._stopped:
                 self.errors.append(repr(error))
         finally:
