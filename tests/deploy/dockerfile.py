@@ -37,7 +37,7 @@ def stages() -> list[list[tuple[str, str]]]:
     return result
 
 
-def python_environment() -> dict[str, str]:
+def runtime_environment() -> dict[str, str]:
     """The variables the final stage's ENV instructions set (`ENV K=V K2=V2`) that change how the
     image's Python runs (PYTHONOPTIMIZE), where it finds CAs (SSL_*) and which compiled
     extensions it loads (FROZENLIST_NO_EXTENSIONS)."""

@@ -21,7 +21,7 @@ from tests.deploy.dockerfile import (
     DEVELOPMENT_TOOLS,
     DOCKERFILE,
     instructions,
-    python_environment,
+    runtime_environment,
     stages,
 )
 from tests.deploy.manifests import CONFIG, build, the
@@ -154,4 +154,4 @@ def narrows_a_type(test: ast.expr) -> bool:
 
 
 def test_the_benchmark_runs_our_operator_with_the_images_runtime_settings() -> None:
-    assert dict(IMAGE_ENVIRONMENT) == python_environment()
+    assert dict(IMAGE_ENVIRONMENT) == runtime_environment()

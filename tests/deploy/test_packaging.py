@@ -50,7 +50,7 @@ from tests.deploy.dockerfile import (
     DEVELOPMENT_TOOLS,
     bytecode_compilation,
     instructions,
-    python_environment,
+    runtime_environment,
     stages,
 )
 from tests.deploy.process import running_operator
@@ -274,9 +274,9 @@ def test_the_wheel_ships_every_operator_module_and_none_of_the_development_tools
 
 def image_environment() -> dict[str, str]:
     """Our environment less PYTHONPATH (nothing of the source tree reaches the image's Python),
-    with the image's own runtime settings from the Dockerfile (`python_environment`)."""
+    with the image's own runtime settings from the Dockerfile (`runtime_environment`)."""
     ours = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    return {**ours, **python_environment()}
+    return {**ours, **runtime_environment()}
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +358,7 @@ def test_the_image_runs_python_optimized_and_ships_the_bytecode_it_reads(
     image_virtualenv: Path,
 ) -> None:
     # Docstrings and asserts dropped: 1.7 MiB less RSS at rest (bench/RESULTS.md, "Idle memory").
-    assert python_environment().get("PYTHONOPTIMIZE") == "2"
+    assert runtime_environment().get("PYTHONOPTIMIZE") == "2"
     flags = run_in_image(image_virtualenv, "python", "-c", "import sys; print(sys.flags.optimize)")
     assert flags.stdout.strip() == "2", flags.stdout + flags.stderr
     # The root filesystem is read-only and PYTHONDONTWRITEBYTECODE is set: a module without its
@@ -392,7 +392,7 @@ def test_the_images_python_verifies_tls_against_the_ca_directory_without_loading
 ) -> None:
     # No CA bundle is parsed at import (1.7 MiB at rest); a CA is read from the hashed directory
     # when a verification needs it, and a peer whose CA is not there is still refused.
-    assert python_environment()["SSL_CERT_FILE"] == "/dev/null"
+    assert runtime_environment()["SSL_CERT_FILE"] == "/dev/null"
     authority = tmp_path / "authority"
     authority.mkdir()
     openssl(tmp_path, "req", "-x509", "-subj", "/CN=test-ca", *NEW_KEY, "-keyout", "ca.key",
