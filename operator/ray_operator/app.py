@@ -45,7 +45,7 @@ from ray_operator.runtime.capabilities import unmet_gate_prerequisites
 from ray_operator.runtime.client import KubeClient, load_api_client
 from ray_operator.runtime.controller import ControllerContext, ControllerFactory
 from ray_operator.runtime.errors import Forbidden, KubeError, NotFound
-from ray_operator.runtime.events import EventRecorder
+from ray_operator.runtime.events import EVENTS_GRACE_SECONDS, EventRecorder
 from ray_operator.runtime.leader import AlwaysLeader, LeaderElector, Leadership, LeaseConfig
 from ray_operator.runtime.queue import WorkQueue
 from ray_operator.runtime.store import Store
@@ -351,6 +351,8 @@ class Operator:
                     "in-flight reconciles did not finish within %.0fs; cancelling",
                     self.settings.shutdown_timeout,
                 )
+        # The reconciles' last Events, while the lease (which every write needs) is still held.
+        await self.events.close(grace=EVENTS_GRACE_SECONDS)
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks)

@@ -144,6 +144,11 @@ class Metrics:
             ["type", "reason"],
             registry=r,
         )
+        self.events_dropped_total = Counter(
+            f"{PREFIX}_events_dropped_total",
+            "Kubernetes Events not written because too many waited for the API server.",
+            registry=r,
+        )
 
         self.admission_reviews_total = Counter(
             f"{PREFIX}_admission_reviews_total",

@@ -7,7 +7,9 @@ request to the real kube-apiserver with the admin client certificate. On request
   the operator saw a reset connection (what an API-server crash after the write looks like);
 - holds back the watch events of a resource (`pods`, `rayclusters`) until released, at once or
   right after the event that mentions a given name: a cache that lags (a watch that has not
-  reconnected yet).
+  reconnected yet);
+- holds Event writes (creates and patches of core/v1 Events) unanswered until released: an API
+  server slow to take Events.
 
 Nothing is faked: every object is written by the real API server.
 """
@@ -52,6 +54,10 @@ class LossyProxy:
         self._gates: dict[str, asyncio.Event] = {}
         self._streams: set[asyncio.Task[object]] = set()  # watch handlers, ended on close
         self._hold_after: dict[str, bytes] = {}
+        self._event_writes = asyncio.Event()
+        self._event_writes.set()
+        self.held_event_writes = 0
+        """Event writes waiting for `release_event_writes` right now."""
 
     def hold_watch_events(self, resource: str) -> None:
         """Deliver no more watch events of `resource` (e.g. `pods`) until released."""
@@ -64,6 +70,13 @@ class LossyProxy:
     def release_watch_events(self, resource: str) -> None:
         self._hold_after.pop(resource, None)
         self._gate(resource).set()
+
+    def hold_event_writes(self) -> None:
+        """Forward no Event create or patch (and answer none) until released."""
+        self._event_writes.clear()
+
+    def release_event_writes(self) -> None:
+        self._event_writes.set()
 
     def _gate(self, resource: str) -> asyncio.Event:
         if resource not in self._gates:
@@ -82,6 +95,7 @@ class LossyProxy:
         self.port = self._runner.addresses[0][1]
 
     async def close(self) -> None:
+        self._event_writes.set()
         for gate in self._gates.values():
             gate.set()
         # A watch handler only notices its client left when the upstream watch ends: end it.
@@ -108,6 +122,12 @@ class LossyProxy:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
         body = await request.read()
+        if request.method in ("POST", "PATCH") and "/events" in request.path:
+            self.held_event_writes += 1
+            try:
+                await self._event_writes.wait()
+            finally:
+                self.held_event_writes -= 1
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARDED_HEADERS}
         watching = request.query.get("watch") in ("1", "true")
         async with self._session.request(

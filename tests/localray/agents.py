@@ -32,8 +32,11 @@ class RecordedEvents:
     def __init__(self) -> None:
         self.recorded: list[tuple[str, str]] = []
 
-    async def record(self, obj: Any, *, reason: str, message: str, type: str = "Normal") -> None:
+    def record(self, obj: Any, *, reason: str, message: str, type: str = "Normal") -> None:
         self.recorded.append((reason, message))
+
+    async def close(self, *, grace: float) -> None:
+        """Nothing to write: every Event is in the list already."""
 
     def reasons(self) -> list[str]:
         return [reason for reason, _ in self.recorded]

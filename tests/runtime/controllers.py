@@ -103,5 +103,5 @@ class MarkingController:
             namespace=key.namespace,
             patch={"metadata": {"annotations": {RECONCILED_BY_ANNOTATION: self._replica}}},
         )
-        await self._events.record(cluster, reason="Marked", message=f"by {self._replica}")
+        self._events.record(cluster, reason="Marked", message=f"by {self._replica}")
         return Result()

@@ -200,8 +200,10 @@ async def test_repeated_events_are_aggregated_into_one_with_a_count(
     cluster = await client.create(RAY_CLUSTER, ray_cluster("noisy", namespace))
     recorder = EventRecorder(client, metrics=metrics, instance="test")
     for _ in range(3):
-        await recorder.record(cluster, reason="Retrying", message="head pod failed", type="Warning")
-    await recorder.record(cluster, reason="Created", message="head pod created")
+        recorder.record(cluster, reason="Retrying", message="head pod failed", type="Warning")
+        assert await recorder.flush(within=30)
+    recorder.record(cluster, reason="Created", message="head pod created")
+    assert await recorder.flush(within=30)
     events = (await client.list(EVENT, namespace=namespace)).items
     by_reason = {event["reason"]: event for event in events}
     assert sorted(by_reason) == ["Created", "Retrying"]

@@ -1,35 +1,84 @@
-"""EventRecorder against the real API server: retries and floods end as a few counted Events."""
+"""EventRecorder against the real API server: retries and floods end as a few counted Events,
+written in the background so that no caller waits for them, in bounded memory."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+from kubernetes_asyncio import client as kube_client
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
 from ray_operator.runtime.events import COMBINED_PREFIX, EventRecorder
 from ray_operator.spec.kinds import EVENT
 
 
-def involved(namespace: str) -> dict[str, Any]:
+def involved(namespace: str, name: str = "c") -> dict[str, Any]:
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
-        "metadata": {"name": "c", "namespace": namespace, "uid": "uid-c"},
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
     }
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples whose labels include `labels`."""
+    return sum(
+        s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == name and labels.items() <= s.labels.items()
+    )
 
 
 async def events_in(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
     return (await client.list(EVENT, namespace=namespace)).items
 
 
+@pytest.fixture
+async def unanswering_client() -> AsyncIterator[KubeClient]:
+    """A client of a loopback "API server" that takes connections and never answers."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    configuration = kube_client.Configuration(host=f"http://127.0.0.1:{port}")
+    async with kube_client.ApiClient(configuration) as api:
+        yield KubeClient(api, metrics=Metrics(), request_timeout=30)
+    for writer in held:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
 async def test_the_same_message_again_bumps_the_count_of_one_event(
     client: KubeClient, namespace: str
 ) -> None:
     recorder = EventRecorder(client, metrics=Metrics(), instance="test")
-    for _ in range(5):
-        await recorder.record(involved(namespace), reason="Retry", message="same", type="Warning")
+    for _ in range(3):
+        recorder.record(involved(namespace), reason="Retry", message="same", type="Warning")
+        assert await recorder.flush(within=30)
     [event] = await events_in(client, namespace)
-    assert (event["reason"], event["message"], event["count"]) == ("Retry", "same", 5)
+    assert (event["reason"], event["message"], event["count"]) == ("Retry", "same", 3)
+
+
+async def test_records_of_an_event_still_queued_are_one_write_with_their_count(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    recorder = EventRecorder(client, metrics=metrics, instance="test")
+    for _ in range(5):
+        recorder.record(involved(namespace), reason="Retry", message="same", type="Warning")
+    assert await recorder.flush(within=30)
+    [event] = await events_in(client, namespace)
+    assert (event["reason"], event["count"]) == ("Retry", 5)
+    assert sample(metrics, "ray_operator_api_requests_total", verb="create") == 1
+    assert sample(metrics, "ray_operator_api_requests_total", verb="patch") == 0
 
 
 async def test_messages_that_differ_by_a_name_end_in_one_combined_event(
@@ -37,10 +86,9 @@ async def test_messages_that_differ_by_a_name_end_in_one_combined_event(
 ) -> None:
     recorder = EventRecorder(client, metrics=Metrics(), instance="test", similar_limit=3)
     for number in range(40):
-        await recorder.record(
-            involved(namespace), reason="FailedThing", message=f"pod-{number} failed"
-        )
-    await recorder.record(involved(namespace), reason="Other", message="unrelated")
+        recorder.record(involved(namespace), reason="FailedThing", message=f"pod-{number} failed")
+    recorder.record(involved(namespace), reason="Other", message="unrelated")
+    assert await recorder.flush(within=60)
     events = await events_in(client, namespace)
     failed = [e for e in events if e["reason"] == "FailedThing"]
     assert len(failed) == 3 + 1
@@ -48,3 +96,48 @@ async def test_messages_that_differ_by_a_name_end_in_one_combined_event(
     assert combined["count"] == 40 - 3
     assert combined["message"] == COMBINED_PREFIX + "pod-39 failed"
     assert [e["message"] for e in events if e["reason"] == "Other"] == ["unrelated"]
+
+
+async def test_recording_returns_while_the_api_server_does_not_answer(
+    unanswering_client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a reconcile sees of an API server that hangs on Events: nothing. `record` is not a
+    coroutine; the writer holds one request open and the rest waits in the queue."""
+    recorder = EventRecorder(unanswering_client, metrics=Metrics(), instance="test")
+    for number in range(100):
+        recorder.record(involved("ns", f"c{number}"), reason="CreatedHeadPod", message="head")
+    assert not await recorder.flush(within=0.5)
+    with caplog.at_level(logging.WARNING, logger="ray_operator.runtime.events"):
+        await recorder.close(grace=0.1)
+    assert "99 queued Events were not written" in caplog.text
+    assert await recorder.flush(within=0)  # closed: nothing left to write or wait for
+
+
+async def test_a_full_queue_drops_new_events_counts_them_and_warns_once(
+    unanswering_client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics = Metrics()
+    recorder = EventRecorder(unanswering_client, metrics=metrics, instance="test", backlog=3)
+    with caplog.at_level(logging.WARNING, logger="ray_operator.runtime.events"):
+        for number in range(10):
+            recorder.record(involved("ns", f"c{number}"), reason="CreatedHeadPod", message="head")
+        # An Event already queued is merged, not dropped, however full the queue is.
+        recorder.record(involved("ns", "c0"), reason="CreatedHeadPod", message="head")
+    assert sample(metrics, "ray_operator_events_dropped_total") == 10 - 3
+    assert sample(metrics, "ray_operator_events_total", reason="CreatedHeadPod") == 11
+    dropping = [r for r in caplog.records if "dropping new ones" in r.getMessage()]
+    assert len(dropping) == 1, caplog.text
+    assert "CreatedHeadPod about ns/c3" in dropping[0].getMessage()
+    await recorder.close(grace=0.1)
+
+
+async def test_an_event_the_api_server_refuses_is_given_up_and_the_next_is_written(
+    client: KubeClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = EventRecorder(client, metrics=Metrics(), instance="test")
+    with caplog.at_level(logging.WARNING, logger="ray_operator.runtime.events"):
+        recorder.record(involved("no-such-namespace-x"), reason="Lost", message="refused")
+        recorder.record(involved(namespace), reason="Kept", message="written")
+        assert await recorder.flush(within=30)
+    assert [e["reason"] for e in await events_in(client, namespace)] == ["Kept"]
+    assert "no-such-namespace-x/c: could not record event Lost" in caplog.text

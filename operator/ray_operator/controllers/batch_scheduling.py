@@ -111,7 +111,7 @@ class BatchScheduling:
         if cluster is not None and not cluster["metadata"].get("deletionTimestamp"):
             gang = build.volcano_gang(cluster.get("spec") or {})
         if await self._sync_volcano(rayjob, gang, create=False):
-            await self._events.record(
+            self._events.record(
                 rayjob,
                 reason=CLEANED_UP_REASON,
                 message=f"Cleaned up batch scheduler resources for RayJob {namespace}/"
@@ -133,7 +133,7 @@ class BatchScheduling:
             try:
                 pod_group = build.build_volcano_pod_group(owner, gang)
             except build.InvalidSchedulingLabelError as error:
-                await self._events.record(
+                self._events.record(
                     owner, reason=INVALID_LABEL_REASON, message=str(error), type="Warning"
                 )
                 raise BatchSchedulingError(str(error)) from None
@@ -177,9 +177,7 @@ class BatchScheduling:
                 f"the {self.scheduler} scheduler's CRDs, or run the operator without "
                 f"--batch-scheduler={self.scheduler}"
             )
-            await self._events.record(
-                owner, reason=CRD_MISSING_REASON, message=message, type="Warning"
-            )
+            self._events.record(owner, reason=CRD_MISSING_REASON, message=message, type="Warning")
             raise BatchSchedulingError(message) from None
         logger.info("%s: created PodGroup %s", _key(owner), name)
         return True

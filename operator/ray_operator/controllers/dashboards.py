@@ -160,7 +160,7 @@ class DashboardAccess:
             return None
         return Reachability(url=url, cause=cause, detail=str(error))
 
-    async def report_reachability(
+    def report_reachability(
         self,
         owner: Object,
         status: JSON,
@@ -184,12 +184,12 @@ class DashboardAccess:
                 logger.debug("%s: %s", what, found.message)
         elif found.cause is not None:
             logger.warning("%s: %s", what, found.message)
-            await events.record(
+            events.record(
                 owner, reason="DashboardUnreachable", message=found.message, type="Warning"
             )
         else:
             logger.info("%s: %s", what, found.message)
-            await events.record(owner, reason="DashboardReachable", message=found.message)
+            events.record(owner, reason="DashboardReachable", message=found.message)
         generation = int(owner["metadata"].get("generation") or 0)
         return with_reachability(status, found, now=now, generation=generation)
 

@@ -138,7 +138,7 @@ class GcsFaultTolerance:
             return  # An earlier incarnation's, going away: its delete event brings us back.
         drift = gcs_storage_pvc_drift(desired, existing)
         if drift:
-            await self._objects.report_once(
+            self._objects.report_once(
                 cluster,
                 f"pvc-drift/{existing['metadata'].get('uid')}/{drift}",
                 reason="FailedToCreatePVC",
@@ -171,7 +171,7 @@ class GcsFaultTolerance:
         try:
             patch = gcs_storage_pvc_adoption_patch(cluster, pvc)
         except ValueError as error:
-            await self._objects.report_once(
+            self._objects.report_once(
                 cluster, f"pvc-owner/{name}", reason="FailedToCreatePVC", message=str(error)
             )
             return
@@ -192,7 +192,7 @@ class GcsFaultTolerance:
         try:
             await self._client.get(PERSISTENT_VOLUME_CLAIM, claim, namespace=key.namespace)
         except NotFound:
-            await self._objects.report_once(
+            self._objects.report_once(
                 cluster,
                 f"missing-claim/{claim}",
                 reason="FailedToCreatePVC",
@@ -276,7 +276,7 @@ class GcsFaultTolerance:
         if outcome == "Failed":
             annotations = job["metadata"].get("annotations") or {}
             storage = annotations.get(names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION, "")
-            await self._events.record(
+            self._events.record(
                 cluster,
                 reason="RedisCleanupJobFailed",
                 type="Warning",
@@ -316,7 +316,7 @@ class GcsFaultTolerance:
         namespace = (cluster["metadata"].get("annotations") or {}).get(
             names.EXTERNAL_STORAGE_NAMESPACE_ANNOTATION, ""
         )
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="ForceDeletedStuckCluster",
             type="Warning",

@@ -123,7 +123,7 @@ class IncrementalUpgrade:
             await self.route_traffic(run, route, weights)
         points_to = await self.point_head_service(run, serving)
         new = self.next_status(run, serving, points_to=points_to)
-        await self._status.report_initializing_timeout(rayservice, stored, new)
+        self._status.report_initializing_timeout(rayservice, stored, new)
         await self._status.write_status(rayservice, stored, new)
         return Result(requeue_after=REQUEUE_SECONDS)
 

@@ -69,7 +69,7 @@ class GatewayRouting:
             name = gw.httproute_name(rayservice)
             return gateway, await self._get(HTTP_ROUTE, rayservice, name)
         except NotFound:
-            await self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
+            self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
             return None, None
 
     async def ensure_cluster_serve_service(
@@ -80,7 +80,7 @@ class GatewayRouting:
         try:
             service = gw.build_cluster_serve_service(rayservice, cluster)
         except NoServePortError as error:
-            await self._events.record(
+            self._events.record(
                 rayservice, reason="InvalidServeService", message=str(error), type="Warning"
             )
             return
@@ -103,7 +103,7 @@ class GatewayRouting:
             existing = await self._get(GATEWAY, rayservice, name)
             if existing is None:
                 created = await self._client.create(GATEWAY, desired, namespace=namespace)
-                await events.record(
+                events.record(
                     rayservice,
                     reason="CreatedGateway",
                     message=f"Created Gateway for RayService {namespace}/{name}",
@@ -114,16 +114,16 @@ class GatewayRouting:
             updated = await self._client.patch(
                 GATEWAY, name, {"spec": desired["spec"]}, namespace=namespace
             )
-            await events.record(
+            events.record(
                 rayservice,
                 reason="UpdatedGateway",
                 message=f"Updated the Gateway {namespace}/{name}",
             )
             return updated
         except NotFound:
-            await self._missing(rayservice, "Gateway", reason="FailedToCreateGateway")
+            self._missing(rayservice, "Gateway", reason="FailedToCreateGateway")
         except KubeError as error:
-            await events.record(
+            events.record(
                 rayservice,
                 reason="FailedToCreateGateway",
                 message=f"Failed to create or update the Gateway {namespace}/{name}: {error}",
@@ -141,23 +141,23 @@ class GatewayRouting:
         try:
             if existing is None:
                 await client.create(HTTP_ROUTE, desired, namespace=namespace)
-                await events.record(
+                events.record(
                     rayservice,
                     reason="CreatedHTTPRoute",
                     message=f"Created HTTPRoute for RayService {namespace}/{name}",
                 )
             elif gw.httproute_differs(existing, desired):
                 await client.patch(HTTP_ROUTE, name, {"spec": desired["spec"]}, namespace=namespace)
-                await events.record(
+                events.record(
                     rayservice,
                     reason="UpdatedHTTPRoute",
                     message=f"Updated the HTTPRoute {namespace}/{name}",
                 )
         except NotFound:
-            await self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
+            self._missing(rayservice, "HTTPRoute", reason="FailedToCreateHTTPRoute")
             return False
         except KubeError as error:
-            await events.record(
+            events.record(
                 rayservice,
                 reason="FailedToUpdateHTTPRoute",
                 message=f"Failed to create or update the HTTPRoute {namespace}/{name}: {error}",
@@ -195,7 +195,7 @@ class GatewayRouting:
             if not existing["metadata"].get("deletionTimestamp"):
                 await self._client.delete_seen(kind, existing)
                 namespace = rayservice["metadata"]["namespace"]
-                await self._events.record(
+                self._events.record(
                     rayservice,
                     reason=f"Deleted{kind.kind}",
                     message=f"Deleted the {kind.kind} {namespace}/{name}",
@@ -213,10 +213,10 @@ class GatewayRouting:
                 raise
             return None
 
-    async def _missing(self, rayservice: RayService, kind: str, *, reason: str) -> None:
+    def _missing(self, rayservice: RayService, kind: str, *, reason: str) -> None:
         message = MISSING_CRDS.format(kind=kind)
         key = ObjectKey.of(rayservice)
         level = logging.DEBUG if key in self._told_missing else logging.WARNING
         self._told_missing.add(key)
         logger.log(level, "%s: %s", key, message)
-        await self._events.record(rayservice, reason=reason, message=message, type="Warning")
+        self._events.record(rayservice, reason=reason, message=message, type="Warning")

@@ -153,10 +153,10 @@ class LegacyRayClusterController:
         if await add_finalizer(self._client, LEGACY_RAY_CLUSTER, legacy, FINALIZER):
             return Result(requeue_after=1.0)  # the watch brings it back with the finalizer
         converted = await self.convert(key, legacy)
-        await self.report_warnings(key, legacy, converted)
+        self.report_warnings(key, legacy, converted)
         if converted.cluster is None:
             state = legacy_status.converted_condition(converted.problem)
-            await self.report_problem(key, legacy, state)
+            self.report_problem(key, legacy, state)
             cluster = self._owned_cluster(legacy)
             await self.write_status(legacy, state, cluster)
             return Result()
@@ -189,7 +189,7 @@ class LegacyRayClusterController:
         warnings = tuple(str(warning) for warning in conversion.warnings)
         return Converted(owned_cluster(legacy, conversion.cluster), warnings=warnings)
 
-    async def report_warnings(
+    def report_warnings(
         self, key: ObjectKey, legacy: Mapping[str, Any], converted: Converted
     ) -> None:
         """One Normal Event per generation naming what the conversion dropped or approximated."""
@@ -203,11 +203,11 @@ class LegacyRayClusterController:
         if hidden:
             shown.append(f"and {hidden} more (`ray-operator convert` lists them all)")
         logger.info("converted with warnings: %s", "; ".join(shown))
-        await self._events.record(
+        self._events.record(
             legacy, reason="ConvertedWithWarnings", message="; ".join(shown), type="Normal"
         )
 
-    async def report_problem(
+    def report_problem(
         self, key: ObjectKey, legacy: Mapping[str, Any], state: ConditionState
     ) -> None:
         """A Warning Event with the problem, once per generation of the object."""
@@ -222,9 +222,7 @@ class LegacyRayClusterController:
             return
         self._reported[key] = seen
         logger.info("not converted (%s): %s", state.reason, state.message)
-        await self._events.record(
-            legacy, reason=state.reason, message=state.message, type="Warning"
-        )
+        self._events.record(legacy, reason=state.reason, message=state.message, type="Warning")
 
     # --- the RayCluster ------------------------------------------------------------------------
 
@@ -251,7 +249,7 @@ class LegacyRayClusterController:
             state = legacy_status.converted_condition(
                 message, reason=legacy_status.RAY_CLUSTER_EXISTS
             )
-            await self.report_problem(key, legacy, state)
+            self.report_problem(key, legacy, state)
             return state, None
         try:
             if existing is None:
@@ -267,7 +265,7 @@ class LegacyRayClusterController:
             state = legacy_status.converted_condition(
                 message, reason=legacy_status.RAY_CLUSTER_REFUSED
             )
-            await self.report_problem(key, legacy, state)
+            self.report_problem(key, legacy, state)
             return state, self._owned_cluster(legacy)
         return legacy_status.converted_condition(), cluster
 
@@ -278,7 +276,7 @@ class LegacyRayClusterController:
         except AlreadyExists:
             return None  # the cache is behind: the next reconcile sees it
         logger.info("created RayCluster %s", desired["metadata"]["name"])
-        await self._events.record(
+        self._events.record(
             legacy,
             reason="CreatedRayCluster",
             message=f"created RayCluster {namespace}/{desired['metadata']['name']}",
@@ -293,7 +291,7 @@ class LegacyRayClusterController:
         # Conflict (the autoscaler wrote in between) propagates: retried with backoff.
         updated = await self._client.replace(RAY_CLUSTER, body)
         logger.info("updated RayCluster %s from the legacy spec", name)
-        await self._events.record(
+        self._events.record(
             legacy,
             reason="UpdatedRayCluster",
             message=f"updated RayCluster {namespace}/{name} from the changed legacy cluster",
@@ -317,7 +315,7 @@ class LegacyRayClusterController:
                 f"no legacy head Service: {legacy_head_service_name(legacy)} is longer than "
                 f"{MAX_SERVICE_NAME_LENGTH} characters"
             )
-            await self._events.record(
+            self._events.record(
                 legacy, reason="NoLegacyHeadService", message=message, type="Warning"
             )
             self._head_service_done[key] = done
@@ -332,7 +330,7 @@ class LegacyRayClusterController:
         if existing is None:
             with contextlib.suppress(AlreadyExists):  # made meanwhile: looked at again next time
                 await self._client.create(SERVICE, desired, namespace=namespace)
-                await self._events.record(
+                self._events.record(
                     legacy,
                     reason="CreatedLegacyHeadService",
                     message=f"created Service {name}, selecting the head Pod of RayCluster "
@@ -342,7 +340,7 @@ class LegacyRayClusterController:
             return
         if not _owned_by(existing, legacy):
             message = f"a Service named {name} exists and is not this cluster's: left alone"
-            await self._events.record(
+            self._events.record(
                 legacy, reason="LegacyHeadServiceExists", message=message, type="Warning"
             )
         elif operations := head_service_changes(existing, desired["spec"]):
@@ -350,7 +348,7 @@ class LegacyRayClusterController:
                 SERVICE, name, operations, namespace=namespace, patch_type=PatchType.JSON
             )
             logger.info("Service %s now selects the head Pod of the RayCluster", name)
-            await self._events.record(
+            self._events.record(
                 legacy,
                 reason="RepointedLegacyHeadService",
                 message=f"Service {name} now selects the head Pod of RayCluster {metadata['name']}",
@@ -370,7 +368,7 @@ class LegacyRayClusterController:
             logger.info(
                 "deleted %d Pods the legacy operator had started", len(pods[:MAX_POD_DELETES])
             )
-            await self._events.record(
+            self._events.record(
                 legacy,
                 reason="DeletedLegacyOperatorPods",
                 message=f"deleted {len(pods[:MAX_POD_DELETES])} Pods the legacy operator had "
@@ -429,7 +427,7 @@ class LegacyRayClusterController:
         if owned is not None and not owned["metadata"].get("deletionTimestamp"):
             await self._client.delete_seen(RAY_CLUSTER, owned)
             logger.info("deleted RayCluster %s", owned["metadata"]["name"])
-            await self._events.record(
+            self._events.record(
                 legacy,
                 reason="DeletedRayCluster",
                 message=f"deleted RayCluster {owned['metadata']['name']}",

@@ -142,7 +142,7 @@ class ClusterMTLS:
         ]:
             await self._objects.delete(key, kind, obj)
         self._announced.pop(key, None)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="DeletedMTLSCertificates",
             message=f"Deleted {len(certificates)} Certificates and {len(issuers)} Issuers: "
@@ -158,10 +158,10 @@ class ClusterMTLS:
             return plan, None
         waiting_for = await self._not_issued(key, cluster)
         if waiting_for is None:
-            await self._announce_ready(key, cluster)
+            self._announce_ready(key, cluster)
             return plan, None
         logger.info("%s: holding Pod creation: %s", key, waiting_for)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="MTLSCertsNotReady",
             message=f"Waiting for cert-manager to issue the mTLS certificates: {waiting_for}",
@@ -219,7 +219,7 @@ class ClusterMTLS:
             await self._client.patch(CERTIFICATE, name, patch, namespace=key.namespace)
         ips = ", ".join(desired["spec"]["ipAddresses"])
         logger.info("%s: updated Certificate %s (IPs: %s)", key, name, ips)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="MTLSCertificatesUpdated",
             message=f"Updated Certificate {key.namespace}/{name} SANs (IPs: {ips})",
@@ -312,12 +312,12 @@ class ClusterMTLS:
             certificate["metadata"]["name"],
         )
 
-    async def _announce_ready(self, key: ObjectKey, cluster: RayCluster) -> None:
+    def _announce_ready(self, key: ObjectKey, cluster: RayCluster) -> None:
         uid = str(cluster["metadata"].get("uid"))
         if self._announced.get(key) == uid:
             return
         self._announced[key] = uid
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="MTLSPKIReady",
             message="mTLS PKI is ready: CA, head and worker certificates issued",

@@ -115,7 +115,7 @@ class NetworkPolicySteps:
         except (NotFound, Conflict):
             return
         except ApiError as error:
-            await self.events.record(
+            self.events.record(
                 cluster,
                 reason="FailedToUpdateNetworkPolicy",
                 type="Warning",
@@ -125,14 +125,14 @@ class NetworkPolicySteps:
                 return  # Validation should have refused such a spec: an Event, no retry loop.
             raise
         logger.info("%s: updated %s", key, what)
-        await self.events.record(cluster, reason="UpdatedNetworkPolicy", message=f"Updated {what}")
+        self.events.record(cluster, reason="UpdatedNetworkPolicy", message=f"Updated {what}")
 
     async def _delete_unwanted(self, key: ObjectKey, cluster: RayCluster, policy: Object) -> None:
         what = f"NetworkPolicy {key.namespace}/{policy['metadata']['name']}"
         try:
             await self.objects.delete(key, NETWORK_POLICY, policy)
         except ApiError as error:
-            await self.events.record(
+            self.events.record(
                 cluster,
                 reason="FailedToDeleteNetworkPolicy",
                 type="Warning",
@@ -140,7 +140,7 @@ class NetworkPolicySteps:
             )
             raise
         logger.info("%s: deleted %s (no longer in spec.networkPolicy)", key, what)
-        await self.events.record(cluster, reason="DeletedNetworkPolicy", message=f"Deleted {what}")
+        self.events.record(cluster, reason="DeletedNetworkPolicy", message=f"Deleted {what}")
 
 
 def _controlled_by(obj: Object, uid: str) -> bool:

@@ -150,6 +150,21 @@ class OwnedObjects:
         self._repaired_from.pop(key, None)
         self._reported.pop(key, None)
 
+    def expect_created(self, key: ObjectKey, kind: Kind, created: Object) -> None:
+        """Count `created` (the API server's answer) as this cluster's until the cache shows it.
+
+        Kept as the cache keeps it, not as answered: the answer carries managedFields and every
+        defaulted field, about 20 KiB of Python objects per Pod. A cluster's next reconcile, which
+        sees the cache catch up, can come long after its creates while a thousand clusters queue
+        before it; whole answers held that long made 125 KiB per new cluster while creating (the
+        RSS that "doubled with more concurrency")."""
+        answer = kind.with_type_meta(dict(created))
+        self.expectations[kind].created(key, self._store.keep(kind, answer))
+
+    def expect_maybe_created(self, key: ObjectKey, kind: Kind, sent: Object) -> None:
+        """Count `sent`, whose create may or may not have happened, as this cluster's for now."""
+        self.expectations[kind].maybe_created(key, self._store.keep(kind, dict(sent)))
+
     # --- what the cache shows, corrected by our own pending writes -----------------------------
 
     def observed(self, kind: Kind[Viewed], key: ObjectKey, cluster: RayCluster) -> list[Viewed]:
@@ -238,7 +253,7 @@ class OwnedObjects:
 
         async def report(existing: Object) -> None:
             name = existing["metadata"]["name"]
-            await self.report_once(
+            self.report_once(
                 cluster,
                 finding,
                 reason=reason,
@@ -285,16 +300,16 @@ class OwnedObjects:
         except NamespaceTerminating:
             raise  # No Event: nothing new, Events included, may be written there any more.
         except ApiError as error:
-            await self._events.record(
+            self._events.record(
                 cluster,
                 reason=f"FailedToCreate{wording.reason}",
                 type="Warning",
                 message=f"Failed to create {wording.noun} {name}{wording.error_separator}{error}",
             )
             raise
-        self.expectations[kind].created(key, created)
+        self.expect_created(key, kind, created)
         logger.info("%s: created %s %s", key, wording.noun, name)
-        await self._events.record(
+        self._events.record(
             cluster, reason=f"Created{wording.reason}", message=f"Created {wording.noun} {name}"
         )
         return True
@@ -324,7 +339,7 @@ class OwnedObjects:
             return  # Gone or replaced meanwhile: its event brings us back.
         except ApiError as error:
             # Immutable or refused: an Event, not a retry loop (nothing we send would differ).
-            await self._events.record(
+            self._events.record(
                 cluster,
                 reason=f"FailedToRepair{kind.kind}",
                 type="Warning",
@@ -334,7 +349,7 @@ class OwnedObjects:
         self.remember_patched(key, identity, version)
         changed = ", ".join(sorted(_patched_paths(patch)))
         logger.info("%s: restored %s (%s)", key, what, changed)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason=f"Repaired{kind.kind}",
             type="Warning",
@@ -349,9 +364,7 @@ class OwnedObjects:
         """Until the cache shows a newer version than `version`, do not patch it again."""
         self._repaired_from.setdefault(key, {})[identity] = version
 
-    async def report_once(
-        self, cluster: RayCluster, finding: str, *, reason: str, message: str
-    ) -> None:
+    def report_once(self, cluster: RayCluster, finding: str, *, reason: str, message: str) -> None:
         """A Warning Event the first time this cluster shows this finding (not every reconcile)."""
         seen = (str(cluster["metadata"].get("uid", "")), finding)
         reported = self._reported.setdefault(ObjectKey.of(cluster), set())
@@ -359,7 +372,7 @@ class OwnedObjects:
             return
         reported.add(seen)
         logger.warning("%s: %s", ObjectKey.of(cluster), message)
-        await self._events.record(cluster, reason=reason, type="Warning", message=message)
+        self._events.record(cluster, reason=reason, type="Warning", message=message)
 
     # --- deletes --------------------------------------------------------------------------------
 

@@ -268,7 +268,7 @@ class RayClusterController:
         await self._scaling.carry_out_scaling_plan(key, cluster, plan, outcome, batch=batch)
         if not self._is_wanted(key, cluster["metadata"]["uid"]):
             return Result(requeue_after=0)  # Deleted meanwhile: the delete reconcile comes next.
-        await self._scaling.record_what_was_done(cluster, outcome)
+        self._scaling.record_what_was_done(cluster, outcome)
         await self._scaling.clear_workers_to_delete(key, cluster, plan)
         status_due_in = await self._status.update_status(key, cluster, failure=outcome.failure)
         if outcome.failure is not None:
@@ -377,7 +377,7 @@ class RayClusterController:
             pass  # Ours from before a restart, or the user's: either way the Pods will find it.
         else:
             self._generated_auth_secrets[key] = created["metadata"]["uid"]
-            await self._events.record(
+            self._events.record(
                 cluster,
                 reason="CreatedSecret",
                 message=f"Created Secret {key.namespace}/{auth_secret_name(cluster)} "
@@ -427,7 +427,7 @@ class RayClusterController:
         with contextlib.suppress(NotFound):  # gone: its delete event brings us back
             await self._client.patch(INGRESS, name, annotations, namespace=key.namespace)
         self._objects.remember_patched(key, identity, version)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="UpdatedIngress",
             message=f"Updated ingress {key.namespace}/{name}",
@@ -451,7 +451,7 @@ class RayClusterController:
     async def report_invalid_spec(self, key: ObjectKey, cluster: RayCluster, message: str) -> None:
         """A Warning event and the InvalidSpec condition; the spec must change to go on."""
         logger.warning("%s: invalid spec: %s", key, message)
-        await self._events.record(
+        self._events.record(
             cluster, reason="InvalidRayClusterSpec", message=message, type="Warning"
         )
         await self._status.update_status(key, cluster, invalid_spec=message)
@@ -511,7 +511,7 @@ class RayClusterController:
             "not this RayCluster: no Pods are created until it is deleted or renamed"
         )
         logger.warning("%s: %s", key, message)
-        await self._events.record(
+        self._events.record(
             cluster, reason=f"FailedToCreate{kind.kind}", type="Warning", message=message
         )
         failure = cluster_status.ReplicaFailure(

@@ -103,19 +103,17 @@ class ClusterStatusWriter:
         )
         if old.get("state") != new.get("state") and new.get("state"):
             logger.info("%s: state %s -> %s", key, old.get("state") or "(none)", new["state"])
-        await self.tell_why_pods_wait(cluster, old, new)
+        self.tell_why_pods_wait(cluster, old, new)
         return None
 
-    async def tell_why_pods_wait(
+    def tell_why_pods_wait(
         self, cluster: RayCluster, old: Mapping[str, Any], new: Mapping[str, Any]
     ) -> None:
         """One Event when the PodsWaiting reasons change (told by the status we just wrote,
         so not on every reconcile, nor once per Pod)."""
         told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
         if told is not None:
-            await self._events.record(
-                cluster, reason=told.reason, message=told.message, type=told.type
-            )
+            self._events.record(cluster, reason=told.reason, message=told.message, type=told.type)
 
     def _status_baseline(self, key: ObjectKey, cluster: RayCluster) -> Mapping[str, Any]:
         """The status to compare with: ours until the cache has caught up with our last write."""

@@ -87,7 +87,7 @@ class RayCronJobController:
             return Result()
         checked = self.check_spec(key, cron)
         if isinstance(checked, str):
-            await self.report_once(key, cron, reason=INVALID_SPEC, message=checked)
+            self.report_once(key, cron, reason=INVALID_SPEC, message=checked)
             return Result()  # only a spec change (a new event) can fix it
         uid = cron["metadata"]["uid"]
         jobs = [rules.child_job(job) for job in self._store.list_owned_by(RAY_JOB, uid)]
@@ -98,12 +98,12 @@ class RayCronJobController:
                 f"skipped the run of {format_time(plan.forbidden)}: an earlier RayJob still "
                 "runs and concurrencyPolicy is Forbid"
             )
-            await self.report_once(key, cron, reason="SkippedRayJob", message=message)
+            self.report_once(key, cron, reason="SkippedRayJob", message=message)
         if plan.create_for is not None:
             await self.create_rayjob(cron, plan.create_for)
         if cron.get("spec", {}).get("suspend"):
             message = "RayCronJob suspended, no new RayJobs will be created"
-            await self.report_once(key, cron, reason="SuspendedRayCronJob", message=message)
+            self.report_once(key, cron, reason="SuspendedRayCronJob", message=message)
         await self.write_status(cron, plan.status)
         return Result(requeue_after=plan.requeue_after)
 
@@ -127,16 +127,14 @@ class RayCronJobController:
         self._checked[key] = (version, outcome)
         return outcome
 
-    async def report_once(
-        self, key: ObjectKey, cron: RayCronJob, *, reason: str, message: str
-    ) -> None:
+    def report_once(self, key: ObjectKey, cron: RayCronJob, *, reason: str, message: str) -> None:
         """An Event the first time this object shows this (reason, message) in a row."""
         seen = (str(cron["metadata"].get("uid", "")), reason, message)
         if self._reported.get(key) == seen:
             return
         self._reported[key] = seen
         logger.info("%s: %s", reason, message)
-        await self._events.record(
+        self._events.record(
             cron,
             reason=reason,
             message=message,
@@ -152,9 +150,7 @@ class RayCronJobController:
                 continue
             await self._client.delete_seen(RAY_JOB, job)
             logger.info("deleted RayJob %s", name)
-            await self._events.record(
-                cron, reason="DeletedRayJob", message=f"deleted RayJob {name}"
-            )
+            self._events.record(cron, reason="DeletedRayJob", message=f"deleted RayJob {name}")
 
     async def create_rayjob(self, cron: RayCronJob, scheduled: datetime.datetime) -> None:
         body = build_scheduled_rayjob(cron, scheduled)
@@ -164,7 +160,7 @@ class RayCronJobController:
         except AlreadyExists:
             return  # created before (a lost answer, or KubeRay ran here): that time is handled
         logger.info("created RayJob %s for %s", name, format_time(scheduled))
-        await self._events.record(
+        self._events.record(
             cron,
             reason="CreatedRayJob",
             message=f"created RayJob {name} for the run of {format_time(scheduled)}",

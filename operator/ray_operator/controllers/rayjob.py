@@ -218,9 +218,7 @@ class RayJobController:
                 return Step(guard)
         refusal = await self._batch_scheduling.ensure_for_job(rayjob)
         if refusal is not None:
-            await self._events.record(
-                rayjob, reason=REFUSED_REASON, message=refusal, type="Warning"
-            )
+            self._events.record(rayjob, reason=REFUSED_REASON, message=refusal, type="Warning")
             # For this spec it stays refused: look again when the RayJob changes.
             return Step(None, requeue_after=None)
         cluster = await self._objects.get_or_create_cluster(rayjob, status)
@@ -301,9 +299,7 @@ class RayJobController:
 
     async def report_invalid_spec(self, rayjob: RayJob, old: JSON, message: str) -> Result:
         """ValidationFailed with the message; a Warning event; no retry until the spec changes."""
-        await self._events.record(
-            rayjob, reason="InvalidRayJobSpec", message=message, type="Warning"
-        )
+        self._events.record(rayjob, reason="InvalidRayJobSpec", message=message, type="Warning")
         await self.write_status(rayjob, old, rules.validation_failed(old, message))
         return Result()
 
@@ -314,7 +310,7 @@ class RayJobController:
         # pending cluster name) is retried from fresh data.
         if not await status_writer.write_status(self._client, RAY_JOB, rayjob, old, new):
             return
-        await status_writer.record_pods_waiting_news(self._events, rayjob, old, new)
+        status_writer.record_pods_waiting_news(self._events, rayjob, old, new)
         if rules.state(old) != rules.state(new):
             logger.info(
                 "jobDeploymentStatus %s -> %s", rules.state(old) or "New", rules.state(new) or "New"

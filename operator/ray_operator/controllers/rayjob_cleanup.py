@@ -126,7 +126,7 @@ class RayJobCleanup:
             await self._client.patch(
                 RAY_CLUSTER, metadata["name"], patch, namespace=metadata["namespace"]
             )
-            await self._events.record(
+            self._events.record(
                 rayjob,
                 reason="UpdatedRayCluster",
                 message=f"Set the `suspend` field to true for all worker groups in cluster "

@@ -59,14 +59,14 @@ class RayJobDashboard:
             )
         except DashboardError as error:
             found = self._dashboards.reachability(cluster, error)
-            new = await self._dashboards.report_reachability(
+            new = self._dashboards.report_reachability(
                 rayjob, status, found, events=self._events, now=self._now()
             )
             wait = max(REQUEUE_SECONDS, self._dashboards.cooldown_remaining(cluster))
             return Step(rules.status_check_failed(new, now=self._now()), requeue_after=wait)
         found = self._dashboards.reachability(cluster, None)
         base = status if step.status is None else step.status
-        new = await self._dashboards.report_reachability(
+        new = self._dashboards.report_reachability(
             rayjob, base, found, events=self._events, now=self._now()
         )
         if step.status is None and new == status:
@@ -106,7 +106,7 @@ class RayJobDashboard:
         )
         new["rayClusterStatus"] = dict(cluster.get("status") or {})
         if rules.state(new) != rules.RUNNING:
-            await self._events.record(
+            self._events.record(
                 rayjob,
                 reason=f"RayJob{rules.state(new)}",
                 message=f"Ray job {job_id} ended with status {info.status}",
@@ -125,7 +125,7 @@ class RayJobDashboard:
             logger.info("Ray job %s was already submitted", job_id)
             return
         logger.info("submitted Ray job %s", job_id)
-        await self._events.record(
+        self._events.record(
             rayjob,
             reason="SubmittedRayJob",
             message=f"Submitted Ray job {job_id} through the dashboard",

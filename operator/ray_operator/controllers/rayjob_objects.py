@@ -77,7 +77,7 @@ class RayJobObjects:
             self._missing_cluster_reported.pop((namespace, rayjob["metadata"]["name"]), None)
             return cluster
         if rules.uses_cluster_selector(rayjob):
-            await self.report_missing_selected_cluster(rayjob, f"{namespace}/{name}")
+            self.report_missing_selected_cluster(rayjob, f"{namespace}/{name}")
             return None
         try:
             built = build.build_cluster_for_job(
@@ -93,12 +93,12 @@ class RayJobObjects:
         except AlreadyExists:
             return None  # Ours, not cached yet (or a stranger's: the next look tells).
         logger.info("created RayCluster %s", name)
-        await self._events.record(
+        self._events.record(
             rayjob, reason="CreatedRayCluster", message=f"Created RayCluster {namespace}/{name}"
         )
         return None
 
-    async def report_missing_selected_cluster(self, rayjob: RayJob, cluster: str) -> None:
+    def report_missing_selected_cluster(self, rayjob: RayJob, cluster: str) -> None:
         """A Warning that the selected cluster does not exist: at once, then again only every
         `MISSING_CLUSTER_REPORT_SECONDS` while we keep looking every few seconds (each report
         is an API write: a RayJob waiting for its user's cluster must not write every 3s)."""
@@ -108,7 +108,7 @@ class RayJobObjects:
         if last is not None and (now - last).total_seconds() < MISSING_CLUSTER_REPORT_SECONDS:
             return
         self._missing_cluster_reported[key] = now
-        await self._events.record(
+        self._events.record(
             rayjob,
             reason="RayClusterNotFound",
             type="Warning",
@@ -133,7 +133,7 @@ class RayJobObjects:
         except AlreadyExists:
             return
         logger.info("created submitter Job %s", name)
-        await self._events.record(
+        self._events.record(
             rayjob,
             reason="CreatedRayJobSubmitter",
             message=f"Created Kubernetes Job {job['metadata']['namespace']}/{name}",
@@ -152,7 +152,7 @@ class RayJobObjects:
             await self._client.create(SERVICE, service, namespace=rayjob["metadata"]["namespace"])
         except AlreadyExists:
             return
-        await self._events.record(
+        self._events.record(
             rayjob,
             reason="CreatedService",
             message=f"Created Service {service['metadata']['name']}",
@@ -174,7 +174,7 @@ class RayJobObjects:
             )
         except NotFound:
             return  # Deleted meanwhile: its event brings us back to create it.
-        await self._events.record(
+        self._events.record(
             rayjob, reason="UpdatedService", message=f"Updated the selector of Service {name}"
         )
 
@@ -189,7 +189,7 @@ class RayJobObjects:
         if not cluster["metadata"].get("deletionTimestamp"):
             await self._client.delete_seen(RAY_CLUSTER, cluster)
             logger.info("deleted RayCluster %s", name)
-            await self._events.record(
+            self._events.record(
                 rayjob, reason="DeletedRayCluster", message=f"Deleted RayCluster {name}"
             )
         return False

@@ -225,7 +225,7 @@ class RayServeGraphController:
     async def report_invalid_spec(self, rsg: Object, stored: JSON, problem: str) -> Result:
         """Ready False `InvalidSpec` and a Warning: nothing fetched, nothing deployed, no retry
         (a spec change brings the object back)."""
-        await self._events.record(rsg, reason="InvalidSpec", message=problem, type="Warning")
+        self._events.record(rsg, reason="InvalidSpec", message=problem, type="Warning")
         observed = rules.Observed(
             generation=int(rsg["metadata"].get("generation") or 0), spec_problem=problem
         )
@@ -279,7 +279,7 @@ class RayServeGraphController:
             try:
                 created = await self._create_rayservice(rsg, compiled, cluster_hash)
             except (Invalid, BadRequest) as error:
-                return await self._refused(rsg, name, None, error)
+                return self._refused(rsg, name, None, error)
             return RayServiceState(name, created, owned=True, carries_config=created is not None)
         operations: list[JSON] = []
         if compiled is not None and existing.get("spec", {}).get("serveConfigV2") != compiled.text:
@@ -294,11 +294,11 @@ class RayServeGraphController:
                 RAY_SERVICE, name, operations, namespace=namespace, patch_type=PatchType.JSON
             )
         except (Invalid, BadRequest) as error:
-            return await self._refused(rsg, name, existing, error)
-        await self._report_rayservice_update(rsg, name, operations, compiled)
+            return self._refused(rsg, name, existing, error)
+        self._report_rayservice_update(rsg, name, operations, compiled)
         return RayServiceState(name, updated, owned=True, carries_config=compiled is not None)
 
-    async def _refused(
+    def _refused(
         self, rsg: Object, name: str, existing: RayService | None, error: KubeError
     ) -> RayServiceState:
         """The API server refused the RayService we built (say, a field its schema does not
@@ -306,7 +306,7 @@ class RayServeGraphController:
         document tries again. What runs keeps running."""
         message = f"the API server refused RayService {name}: {error}"
         logger.info("%s", message)
-        await self._events.record(rsg, reason="RayServiceRefused", message=message, type="Warning")
+        self._events.record(rsg, reason="RayServiceRefused", message=message, type="Warning")
         return RayServiceState(
             name,
             existing,
@@ -327,7 +327,7 @@ class RayServeGraphController:
         except AlreadyExists:
             return None  # the cache is behind: the next reconcile sees it
         logger.info("created RayService %s", name)
-        await self._events.record(
+        self._events.record(
             rsg,
             reason="RayServiceCreated",
             message=f"created RayService {namespace}/{name} serving revision "
@@ -335,21 +335,21 @@ class RayServeGraphController:
         )
         return created
 
-    async def _report_rayservice_update(
+    def _report_rayservice_update(
         self, rsg: Object, name: str, operations: list[JSON], compiled: Compiled | None
     ) -> None:
         paths = {operation["path"] for operation in operations}
         if "/spec/serveConfigV2" in paths and compiled is not None:
             revision = rules.revision(compiled.inputs[0])
             logger.info("updated serveConfigV2 of RayService %s to revision %s", name, revision)
-            await self._events.record(
+            self._events.record(
                 rsg,
                 reason="ServeConfigUpdated",
                 message=f"updated serveConfigV2 of RayService {name} to revision {revision}",
             )
         if "/spec/rayClusterConfig" in paths:
             logger.info("updated the cluster spec of RayService %s", name)
-            await self._events.record(
+            self._events.record(
                 rsg,
                 reason="RayClusterSpecUpdated",
                 message=f"updated rayClusterConfig of RayService {name}",
@@ -378,7 +378,7 @@ class RayServeGraphController:
             if metadata["name"] == keep or metadata.get("deletionTimestamp"):
                 continue
             await self._client.delete_seen(RAY_SERVICE, rayservice)
-            await self._events.record(
+            self._events.record(
                 rsg,
                 reason="DeletedRayService",
                 message=f"deleted RayService {metadata['name']}: spec.serviceName is now {keep}",
@@ -446,7 +446,7 @@ class RayServeGraphController:
                 await self._client.delete_seen(kind, owned)
                 logger.info("deleted %s %s", kind, owned["metadata"]["name"])
                 if kind == RAY_SERVICE:
-                    await self._events.record(
+                    self._events.record(
                         rsg,
                         reason="DeletedRayService",
                         message=f"deleted RayService {owned['metadata']['name']}",

@@ -239,10 +239,10 @@ class RayServiceController:
         new = waiting.with_clusters_waiting(
             new, [active, pending], now=self._now(), generation=observed.generation
         )
-        new = await self._dashboards.report_reachability(
+        new = self._dashboards.report_reachability(
             rayservice, new, reachability, events=self._events, now=self._now()
         )
-        await self._status.report_initializing_timeout(rayservice, status, new)
+        self._status.report_initializing_timeout(rayservice, status, new)
         await self._status.write_status(rayservice, stored, new)
         # While the dashboard cannot be reached, look again only when it may be asked again.
         cooldown = 0.0 if checked is None else self._dashboards.cooldown_remaining(checked)
@@ -299,7 +299,7 @@ class RayServiceController:
         try:
             await self._client.delete_seen(kind, obj)
         except KubeError as error:
-            await self._events.record(
+            self._events.record(
                 rayservice,
                 reason=f"FailedToDelete{what}",
                 message=f"Failed to delete the {what} {namespace}/{name} during suspend: {error}",
@@ -307,7 +307,7 @@ class RayServiceController:
             )
             raise
         logger.info("deleted %s %s for suspend", what, name)
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason=f"Deleted{what}",
             message=f"Deleted the {what} {namespace}/{name} during suspend",

@@ -114,7 +114,7 @@ class RayServiceClusters:
         except Conflict:
             raise  # a stale cache: retried from fresh data, no Event for a routine race
         except KubeError as error:
-            await self._events.record(
+            self._events.record(
                 rayservice,
                 reason="FailedToUpdateRayCluster",
                 message=f"Failed to update the {role} RayCluster {namespace}/{name}: {error}",
@@ -122,7 +122,7 @@ class RayServiceClusters:
             )
             raise
         logger.info("updated the %s RayCluster %s in place", role, name)
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason="UpdatedRayCluster",
             message=f"Updated the {role} RayCluster {namespace}/{name}",
@@ -139,7 +139,7 @@ class RayServiceClusters:
             # Ours, created by an earlier reconcile and not cached yet.
             return cast("RayCluster", cluster)
         logger.info("created RayCluster %s", name)
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason="CreatedRayCluster",
             message=f"Created the RayCluster {namespace}/{name}",
@@ -176,7 +176,7 @@ class RayServiceClusters:
             self._deletion_due.pop(metadata["uid"], None)
             self._serve.forget_cluster(rayservice, metadata["name"])
             logger.info("deleted replaced RayCluster %s", metadata["name"])
-            await self._events.record(
+            self._events.record(
                 rayservice,
                 reason="DeletedRayCluster",
                 message=f"Deleted the RayCluster {metadata['name']}",

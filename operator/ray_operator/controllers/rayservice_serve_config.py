@@ -91,7 +91,7 @@ class ServeConfigSubmission:
                     await ray.deploy_serve_applications(spec.serve_config)
                     self._hashes.setdefault(key, {})[name] = current
                     self._remember_config(rayservice, name, spec.serve_config)
-                    await self._events.record(
+                    self._events.record(
                         rayservice,
                         reason="UpdatedServeApplications",
                         message=f"Updated serve applications to the RayCluster "
@@ -143,7 +143,7 @@ class ServeConfigSubmission:
             async with self._dashboards.open(cluster) as ray:
                 await ray.deploy_serve_applications(body)
         except DashboardError as error:
-            await self._events.record(
+            self._events.record(
                 rayservice,
                 reason="FailedToUpdateTargetCapacity",
                 message=f"Failed to update target_capacity of serve applications to the "
@@ -153,7 +153,7 @@ class ServeConfigSubmission:
             return False
         self._remember_config(rayservice, name, body)
         logger.info("set target_capacity %d on RayCluster %s", goal, name)
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason="UpdatedServeTargetCapacity",
             message=f"Updated target_capacity of serve applications to {goal} on the RayCluster "

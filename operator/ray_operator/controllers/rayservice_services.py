@@ -62,7 +62,7 @@ class RayServiceServices:
                 build.build_serve_service_for_service(rayservice, cluster),
             ]
         except NoServePortError as error:
-            await self._events.record(
+            self._events.record(
                 rayservice, reason="InvalidServeService", message=str(error), type="Warning"
             )
             return self.services_point_to(rayservice)
@@ -79,7 +79,7 @@ class RayServiceServices:
                 await self._client.create(SERVICE, service, namespace=namespace)
             except AlreadyExists:
                 return
-            await self._events.record(
+            self._events.record(
                 rayservice,
                 reason="CreatedService",
                 message=f"Created the service {namespace}/{name}",
@@ -92,7 +92,7 @@ class RayServiceServices:
             return
         await self._client.patch(SERVICE, name, patch, namespace=namespace)
         logger.info("switched Service %s to RayCluster %s", name, target)
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason="UpdatedService",
             message=f"Updated the service {namespace}/{name} to RayCluster {target}",

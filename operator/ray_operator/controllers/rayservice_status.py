@@ -59,13 +59,13 @@ class RayServiceStatusWriter:
             self._client, RAY_SERVICE, rayservice, old, new, nested=SERVICE_STATUS_ENTRIES
         )
         if written:
-            await status_writer.record_pods_waiting_news(self._events, rayservice, old, new)
+            status_writer.record_pods_waiting_news(self._events, rayservice, old, new)
 
     async def report_invalid_spec(
         self, rayservice: RayService, status: JSON, message: str
     ) -> Result:
         """A Warning event and the status KubeRay gives an invalid spec; nothing is retried."""
-        await self._events.record(
+        self._events.record(
             rayservice, reason="InvalidRayServiceSpec", message=message, type="Warning"
         )
         new = rules.invalid_status(
@@ -77,16 +77,14 @@ class RayServiceStatusWriter:
         await self.write_status(rayservice, status, new)
         return Result()
 
-    async def report_initializing_timeout(
-        self, rayservice: RayService, old: Object, new: Object
-    ) -> None:
+    def report_initializing_timeout(self, rayservice: RayService, old: Object, new: Object) -> None:
         """The Warning KubeRay records when the status has just timed out initializing."""
         if rules.initializing_timed_out(old) or not rules.initializing_timed_out(new):
             return
         timeout = rules.initializing_timeout(rayservice) or 0.0
         spent = rules.initializing_for(list(old.get("conditions") or []), now=self._now())
         logger.info("%s: initializing timeout exceeded", ObjectKey.of(rayservice))
-        await self._events.record(
+        self._events.record(
             rayservice,
             reason="RayServiceInitializingTimeout",
             message=f"RayService initializing timeout exceeded after "

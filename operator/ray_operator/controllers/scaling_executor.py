@@ -104,9 +104,7 @@ class ScalingExecutor:
                 f"found {len(plan.extra_head_pods)} head Pods "
                 f"({', '.join(plan.extra_head_pods)}); expected exactly one"
             )
-            await self._events.record(
-                cluster, reason="MultipleHeadPods", message=message, type="Warning"
-            )
+            self._events.record(cluster, reason="MultipleHeadPods", message=message, type="Warning")
         pods = {p["metadata"]["name"]: p for p in self._objects.observed_pods(key, cluster)}
         deletions = [
             d for d in (*plan.delete, *(d for g in plan.groups for d in g.delete)) if d.name in pods
@@ -117,7 +115,7 @@ class ScalingExecutor:
         batch.spend(len(requested))
         chosen = [*requested, *batch.take([d for d in deletions if not d.requested])]
         await run_bounded(self._delete_pod(key, cluster, pods[d.name], d, outcome) for d in chosen)
-        await self.report_unknown_workers_to_delete(cluster, plan)
+        self.report_unknown_workers_to_delete(cluster, plan)
         if batch.work_left:
             return  # Creates wait for the planned deletions: the plan counted on them.
         head, replicas = _creates_that_fit(plan, batch)
@@ -143,9 +141,7 @@ class ScalingExecutor:
                 return
             yield item
 
-    async def report_unknown_workers_to_delete(
-        self, cluster: RayCluster, plan: ScalingPlan
-    ) -> None:
+    def report_unknown_workers_to_delete(self, cluster: RayCluster, plan: ScalingPlan) -> None:
         """One Warning Event per cluster naming at most NAMES_PER_EVENT of the ignored names.
 
         The same list gives the same message on every reconcile, so the recorder bumps one
@@ -165,7 +161,7 @@ class ScalingExecutor:
             )
         )
         more = f" and {total - len(shown)} more" if total > len(shown) else ""
-        await self._events.record(
+        self._events.record(
             cluster,
             reason="UnknownWorkerToDelete",
             type="Warning",
@@ -173,7 +169,7 @@ class ScalingExecutor:
             f"of their group (group/name: {', '.join(shown)}{more}); ignored",
         )
 
-    async def record_what_was_done(self, cluster: RayCluster, outcome: Outcome) -> None:
+    def record_what_was_done(self, cluster: RayCluster, outcome: Outcome) -> None:
         """One Event per kind of action, naming the Pods (a 100-Pod scale-up is one Event)."""
         for (reason, noun), names_done in outcome.done.items():
             if len(names_done) == 1:
@@ -183,7 +179,7 @@ class ScalingExecutor:
                 more = len(names_done) - NAMES_PER_EVENT
                 shown += f" and {more} more" if more > 0 else ""
                 message = f"{reason_verb(reason)} {len(names_done)} {noun}s: {shown}"
-            await self._events.record(cluster, reason=reason, message=message)
+            self._events.record(cluster, reason=reason, message=message)
 
     async def clear_workers_to_delete(
         self, key: ObjectKey, cluster: RayCluster, plan: ScalingPlan
@@ -246,17 +242,17 @@ class ScalingExecutor:
             # No answer, or the server failed possibly after writing (a timeout while etcd
             # commits): the Pod may exist. Counted as existing under its name until the cache
             # shows it or the expectation expires, so no duplicate is made (finding 5).
-            self._objects.expectations[POD].maybe_created(key, pod)
-            await self._report_failed_pod_action(
+            self._objects.expect_maybe_created(key, POD, pod)
+            self._report_failed_pod_action(
                 cluster, outcome, verb="create", head=head, pod=name, error=error, generated=True
             )
             return
         except ApiError as error:
-            await self._report_failed_pod_action(
+            self._report_failed_pod_action(
                 cluster, outcome, verb="create", head=head, pod=name, error=error, generated=True
             )
             return
-        self._objects.expectations[POD].created(key, created)
+        self._objects.expect_created(key, POD, created)
         logger.info("%s: created %s Pod %s", key, kind_word, name)
         outcome.record(
             f"Created{kind_word.title()}Pod", f"{kind_word} Pod", f"{key.namespace}/{name}"
@@ -275,7 +271,7 @@ class ScalingExecutor:
         try:
             await self._objects.delete(key, POD, pod)
         except ApiError as error:
-            await self._report_failed_pod_action(
+            self._report_failed_pod_action(
                 cluster, outcome, verb="delete", head=head, pod=deletion.name, error=error
             )
             return
@@ -286,7 +282,7 @@ class ScalingExecutor:
             f"{key.namespace}/{deletion.name} ({deletion.reason})",
         )
 
-    async def _report_failed_pod_action(
+    def _report_failed_pod_action(
         self,
         cluster: RayCluster,
         outcome: Outcome,
@@ -315,7 +311,7 @@ class ScalingExecutor:
         if generated:
             message = message.replace(pod, masked_pod_name(pod))
         outcome.failure = cluster_status.ReplicaFailure(reasons[(verb, head)], message)
-        await self._events.record(
+        self._events.record(
             cluster,
             reason=f"FailedTo{verb.title()}{role.title()}Pod",
             message=message,

@@ -89,7 +89,7 @@ class BuilderConfigMaps:
             return None
         if names_owner(existing, rsg["metadata"].get("uid")) or self._mounted_by_graph(rsg):
             return await self._replace(rsg, existing, desired, findings)
-        return await self._conflict(rsg, existing, findings)
+        return self._conflict(rsg, existing, findings)
 
     async def retire_stale(self, rsg: Object) -> bool:
         """Delete this graph's builder ConfigMaps of other versions that no RayCluster of the
@@ -145,14 +145,14 @@ class BuilderConfigMaps:
         )
         logger.info("labelled and owned the builder ConfigMap %s", metadata["name"])
 
-    async def _conflict(self, rsg: Object, existing: Object, findings: list[str]) -> ConditionState:
+    def _conflict(self, rsg: Object, existing: Object, findings: list[str]) -> ConditionState:
         name = existing["metadata"]["name"]
         message = (
             f"ConfigMap {name} exists, is not this RayServeGraph's and is not what the operator "
             f"writes ({_listed(findings)}): its Ray containers would import it, so nothing is "
             "deployed until it is deleted"
         )
-        await self.events.record(rsg, reason=CONFLICT_REASON, message=message, type="Warning")
+        self.events.record(rsg, reason=CONFLICT_REASON, message=message, type="Warning")
         return ConditionState("False", CONFLICT_REASON, message)
 
     async def _replace(
@@ -166,7 +166,7 @@ class BuilderConfigMaps:
             "replaced by the operator's builder module"
         )
         logger.warning("%s", message)
-        await self.events.record(rsg, reason=REPLACED_REASON, message=message, type="Warning")
+        self.events.record(rsg, reason=REPLACED_REASON, message=message, type="Warning")
         if metadata.get("finalizers"):
             # A finalizer would keep it, and its content mounted by new Pods, while it terminates.
             clear = {

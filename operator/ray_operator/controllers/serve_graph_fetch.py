@@ -147,7 +147,7 @@ class GraphFetches:
         try:
             outcome = pending.result()
         except FetchFailure as failure:
-            await self._fetch_failed(rsg, memory, failure)
+            self._fetch_failed(rsg, memory, failure)
             return
         memory.failures, memory.retry_at = 0, None
         memory.last_success = self._monotonic()
@@ -158,7 +158,7 @@ class GraphFetches:
             return
         document = await asyncio.to_thread(self._parse, outcome)
         memory.latest = document
-        await self._new_document(rsg, memory, document, stored=stored)
+        self._new_document(rsg, memory, document, stored=stored)
 
     async def _wait_inline(self, namespace: str, fetch: asyncio.Task[FetchOutcome]) -> None:
         """Give a fetch just started a moment to finish, so a healthy server's document is
@@ -213,7 +213,7 @@ class GraphFetches:
             )
         return outcome
 
-    async def _fetch_failed(self, rsg: Object, memory: GraphMemory, failure: FetchFailure) -> None:
+    def _fetch_failed(self, rsg: Object, memory: GraphMemory, failure: FetchFailure) -> None:
         memory.failures += 1
         delay = retry_delay(memory.failures, retryable=failure.retryable, poll=poll_seconds(rsg))
         memory.retry_at = self._monotonic() + delay
@@ -224,7 +224,7 @@ class GraphFetches:
             failure.reason,
             failure.message,
         )
-        await self._events.record(
+        self._events.record(
             rsg,
             reason="FetchFailed",
             message=f"{failure.reason}: {failure.message}",
@@ -263,7 +263,7 @@ class GraphFetches:
             rejection=rejection,
         )
 
-    async def _new_document(
+    def _new_document(
         self, rsg: Object, memory: GraphMemory, document: Document, *, stored: Object
     ) -> None:
         revision = rules.revision(document.digest)
@@ -280,7 +280,7 @@ class GraphFetches:
                 else "nothing deployed was changed"
             )
             logger.info("revision %s refused: %s", revision, error)
-            await self._events.record(
+            self._events.record(
                 rsg, reason="GraphRejected", message=f"revision {revision}: {error}", type="Warning"
             )
             memory.parsed = ConditionState(
@@ -292,7 +292,7 @@ class GraphFetches:
         logger.info("fetched revision %s (%d bytes)", revision, document.size)
         if (stored.get("artifact") or {}).get("digest") != document.digest:
             # Not for the deployed document found again (after a restart): nothing happened.
-            await self._events.record(rsg, reason="Fetched", message=f"fetched revision {revision}")
+            self._events.record(rsg, reason="Fetched", message=f"fetched revision {revision}")
         from ray_operator.validation.serve_graph import graph_summary
 
         summary = graph_summary(document.graph)

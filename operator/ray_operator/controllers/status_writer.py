@@ -79,11 +79,9 @@ async def write_status(
     return True
 
 
-async def record_pods_waiting_news(
-    events: EventRecorder, obj: Object, old: Object, new: Object
-) -> None:
+def record_pods_waiting_news(events: EventRecorder, obj: Object, old: Object, new: Object) -> None:
     """The Event a change of the `PodsWaiting` condition deserves (`status.waiting.news`), if
     any."""
     told = waiting.news(old.get("conditions") or (), new.get("conditions") or ())
     if told is not None:
-        await events.record(obj, reason=told.reason, message=told.message, type=told.type)
+        events.record(obj, reason=told.reason, message=told.message, type=told.type)

@@ -149,6 +149,8 @@ class LocalRayAgent:
                 await asyncio.sleep(self._context.options.poll_interval)
         finally:
             await asyncio.shield(self.stop_all())
+            # What the stops told (LocalRayStopped, ...) is still queued: write it before going.
+            await asyncio.shield(self._context.close_events())
 
     async def _list_node_pods(self) -> list[Pod]:
         """The fake node's Pods in the namespaces the operator serves."""
@@ -217,7 +219,7 @@ class LocalRayAgent:
         except (KubeError, OSError) as error:
             metadata = pod["metadata"]
             message = f"no local process yet: {error} (tried again every pass)"
-            told = await self._context.tell_once(pod, "LocalRayStartFailed", message)
+            told = self._context.tell_once(pod, "LocalRayStartFailed", message)
             # Once per Pod at WARNING: a lasting failure must not flood the log every second.
             logger.log(
                 logging.WARNING if told else logging.DEBUG,
@@ -246,7 +248,7 @@ class LocalRayAgent:
         for running in list(self._context.running.values()):
             autoscaler = running.autoscaler
             if autoscaler is not None and autoscaler.returncode is not None:
-                await self._context.tell_once(
+                self._context.tell_once(
                     running.pod,
                     "LocalRayAutoscalerEnded",
                     f"Ray's autoscaler ended with exit code {autoscaler.returncode}; the cluster "
@@ -266,7 +268,7 @@ class LocalRayAgent:
             if restarts_after(running.pod, code):
                 await self._restart_later(running, code)
                 continue
-            await self._context.record(
+            self._context.record(
                 running.pod,
                 reason="LocalRayProcessEnded",
                 message=f"the local Ray process ended with exit code {code}; delete the Pod to "
@@ -293,7 +295,7 @@ class LocalRayAgent:
             patch = {"status": {"containerStatuses": [*counted, *containers[1:]]}}
             await self._context.status.patch(pod, patch, patch_type=PatchType.STRATEGIC)
         policy = pod.get("spec", {}).get("restartPolicy") or "Always"
-        await self._context.record(
+        self._context.record(
             pod,
             reason="LocalRayRestarting",
             message=f"the local Ray process ended with exit code {code}; starting it again in "

@@ -32,7 +32,7 @@ from ray_operator.localray.sandbox import probe_argv, run_argv
 from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEnvError
 from ray_operator.runtime.client import KubeClient
 from ray_operator.runtime.errors import KubeError
-from ray_operator.runtime.events import EventRecorder, EventType
+from ray_operator.runtime.events import EVENTS_GRACE_SECONDS, EventRecorder, EventType
 from ray_operator.runtime.store import StoreView
 from ray_operator.spec import kuberay_names as names
 from ray_operator.spec.kinds import RAY_CLUSTER
@@ -126,22 +126,24 @@ class AgentContext:
         self._sandboxing: bool | None = None
         """Whether Pods get user and mount namespaces of their own (probed once)."""
 
-    async def tell_once(self, pod: Pod, reason: str, message: str) -> bool:
+    def tell_once(self, pod: Pod, reason: str, message: str) -> bool:
         """A Warning Event the first time a Pod has `reason`; whether this call told it."""
         key = (pod["metadata"]["uid"], reason)
         if key in self.told:
             return False
         self.told.add(key)
-        await self.record(pod, reason=reason, message=message, type="Warning")
+        self.record(pod, reason=reason, message=message, type="Warning")
         return True
 
-    async def record(
-        self, pod: Pod, *, reason: str, message: str, type: EventType = "Normal"
-    ) -> None:
+    def record(self, pod: Pod, *, reason: str, message: str, type: EventType = "Normal") -> None:
         """An Event on the Pod; one that cannot be written is dropped."""
         # An Event that cannot be written must not stop a process from starting or stopping.
         with contextlib.suppress(KubeError):
-            await self._events.record(pod, reason=reason, message=message, type=type)
+            self._events.record(pod, reason=reason, message=message, type=type)
+
+    async def close_events(self) -> None:
+        """Write the Events still queued, for a few seconds at most."""
+        await self._events.close(grace=EVENTS_GRACE_SECONDS)
 
     def pod_directory(self, pod: Pod) -> Path:
         """Where the Pod's files live (its volumes' copies, its sandbox spec)."""
@@ -180,9 +182,9 @@ class AgentContext:
                 spec_file="sandbox.json" if other is None else f"container-{other.name}.json",
             )
         except UnresolvableEnvError as error:
-            await self.tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
+            self.tell_once(pod, "CreateContainerConfigError", f"no local process: {error}")
         except UnmountableVolumeError as error:
-            await self.tell_once(pod, "FailedMount", f"no local process: {error}")
+            self.tell_once(pod, "FailedMount", f"no local process: {error}")
         return None
 
     def process_for(
@@ -227,7 +229,7 @@ class AgentContext:
                     "Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) for the real view"
                 )
                 logger.warning("local Ray: %s", message)
-                await self.tell_once(pod, "LocalPodWithoutNamespaces", message)
+                self.tell_once(pod, "LocalPodWithoutNamespaces", message)
         return self._sandboxing
 
     async def started(self, process: LocalProcess, pod: Pod, reason: str, what: str) -> bool:
@@ -235,7 +237,7 @@ class AgentContext:
         try:
             await process.start()
         except OSError as error:
-            await self.tell_once(pod, reason, f"{what} could not start: {error}")
+            self.tell_once(pod, reason, f"{what} could not start: {error}")
             return False
         return True
 
@@ -260,7 +262,7 @@ class AgentContext:
     async def refuse(self, pod: Pod, what: str) -> None:
         """Tell (once) that the Pod is not run: the operator did not create it for `what`."""
         metadata = pod["metadata"]
-        if await self.tell_once(
+        if self.tell_once(
             pod,
             "LocalRayNotRun",
             f"no local process: this operator did not create this Pod for {what}; only the Pods "
@@ -288,7 +290,7 @@ class AgentContext:
             flag, cap, what = "--local-ray-max-nodes", self.options.max_nodes, "nodes"
         else:
             return True
-        await self.tell_once(
+        self.tell_once(
             pod,
             "LocalRayCapReached",
             f"no local Ray process for this Pod: {cap} local Ray {what} already run "

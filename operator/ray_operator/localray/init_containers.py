@@ -69,12 +69,12 @@ class InitContainers:
             try:
                 plan = plan_init_containers(pod)
             except UnplannablePodError as error:
-                await self._context.tell_once(
+                self._context.tell_once(
                     pod, "LocalRayUnplannable", f"no local Ray process: {error}"
                 )
                 return False
             if plan.not_run:
-                await self._context.tell_once(
+                self._context.tell_once(
                     pod,
                     "LocalRayInitContainersNotRun",
                     "init containers not run locally: " + ", ".join(plan.not_run),
@@ -152,7 +152,7 @@ class InitContainers:
             count, delay = self._context.back_off(uid)
             await self._context.status.write_init_statuses(pod, failed=(init.name, code, count))
             again = f"it runs again in {delay:g}s (restart {count})"
-        await self._context.record(
+        self._context.record(
             pod,
             reason="LocalRayInitContainerFailed",
             message=f"init container {init.name} ended with exit code {code}, so the Ray "

@@ -83,7 +83,7 @@ class JobPods:
         process = self._context.process_for(view, argv, env=env, files=files, pod=pod)
         await process.start()
         self._context.running[uid] = RunningPod(pod=pod, process=process, files=files, view=view)
-        await self._context.record(
+        self._context.record(
             pod,
             reason="LocalRayStarted",
             message=f"submitter runs locally against the dashboard at {local_address}; "
@@ -114,7 +114,7 @@ class JobPods:
         process = self._context.process_for(view, plan.argv, env=env, files=files, pod=pod)
         await process.start()
         self._context.running[uid] = RunningPod(pod=pod, process=process, files=files, view=view)
-        await self._context.record(
+        self._context.record(
             pod,
             reason="LocalRayStarted",
             message=f"Redis cleanup runs locally; its output: {self._context.log_path(pod)}",
@@ -129,7 +129,7 @@ class JobPods:
         try:
             return plan_submitter(pod)
         except UnplannablePodError as error:
-            await self._context.tell_once(pod, "LocalRayUnplannable", f"no local process: {error}")
+            self._context.tell_once(pod, "LocalRayUnplannable", f"no local process: {error}")
             return None
 
     async def _is_operators_job_pod(self, pod: Pod, *, rayjob: str | None, what: str) -> bool:

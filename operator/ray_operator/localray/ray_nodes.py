@@ -114,7 +114,7 @@ class RayNodes:
             f", Serve http://{address}:{SERVE_PROXY_PORT} ({shape_summary(plan)})"
         )
         logger.info("%s/%s: %s", plan.namespace, plan.pod, message)
-        await self._context.record(pod, reason="LocalRayStarted", message=message)
+        self._context.record(pod, reason="LocalRayStarted", message=message)
 
     async def ensure_worker(self, pod: Pod) -> None:
         """Start a worker Pod's Ray node once its head's GCS is up; restart it against a new
@@ -149,7 +149,7 @@ class RayNodes:
         if running is None:
             return
         running.head_uid = head.head_uid
-        await self._context.record(
+        self._context.record(
             pod,
             reason="LocalRayStarted",
             message=f"local Ray worker joined {head.address}:{head.gcs_port} "
@@ -160,9 +160,7 @@ class RayNodes:
         try:
             plan = plan_node(pod, cluster)
         except UnplannablePodError as error:
-            await self._context.tell_once(
-                pod, "LocalRayUnplannable", f"no local Ray process: {error}"
-            )
+            self._context.tell_once(pod, "LocalRayUnplannable", f"no local Ray process: {error}")
             return None
         if plan.dropped_params:
             logger.debug(
@@ -198,7 +196,7 @@ class RayNodes:
             and not (sidecar is not None and name == sidecar.name)
         ]
         if others:
-            await self._context.tell_once(
+            self._context.tell_once(
                 pod,
                 "LocalRayContainersNotRun",
                 f"only the Ray container (and Ray's autoscaler, a SidecarMode RayJob's submitter "
@@ -278,7 +276,7 @@ class RayNodes:
             return
         access = self._context.options.kube_access
         if access is None:
-            await self._context.tell_once(
+            self._context.tell_once(
                 head.pod,
                 "LocalRayAutoscalerNotRun",
                 "Ray's autoscaler does not run locally: the agent has no client certificate for "

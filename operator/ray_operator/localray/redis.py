@@ -65,9 +65,9 @@ REDIS_SERVER = "redis-server"
 MAX_SERVERS = 8
 """Local Redis servers at once (each is capped at `redis_plan.MAX_MEMORY`)."""
 
-Tell = Callable[["Pod", str, str], Awaitable[bool]]
+Tell = Callable[["Pod", str, str], bool]
 """The agent's `_tell_once(pod, reason, message)`: a Warning Event the first time."""
-Record = Callable[..., Awaitable[None]]
+Record = Callable[..., None]
 """The agent's `_record(pod, reason=..., message=...)`: a Normal Event."""
 
 
@@ -127,7 +127,7 @@ class LocalRedisServers:
                 try:
                     plan = plan_redis_pod(pod)
                 except UnplannablePodError as error:
-                    await self._tell(pod, "LocalRedisNotRun", f"no local Redis: {error}")
+                    self._tell(pod, "LocalRedisNotRun", f"no local Redis: {error}")
                     continue
                 if plan is not None:
                     wanted[plan.uid] = (pod, plan)
@@ -137,7 +137,7 @@ class LocalRedisServers:
                 try:
                     await self._start(pod, plan)
                 except (KubeError, OSError) as error:
-                    await self._tell(pod, "LocalRedisNotRun", f"no local Redis yet: {error}")
+                    self._tell(pod, "LocalRedisNotRun", f"no local Redis yet: {error}")
         for server in self._servers.values():
             await self._check(server)
 
@@ -167,7 +167,7 @@ class LocalRedisServers:
         namespace = pod["metadata"]["namespace"]
         local = await self.local_address(namespace, value)
         if local == value and names_a_service(value, namespace):
-            await self._tell(
+            self._tell(
                 pod,
                 "LocalRedisWaiting",
                 f"the head waits for its Redis {without_credentials(value)[:100]!r}: no local "
@@ -188,13 +188,13 @@ class LocalRedisServers:
             try:
                 secret = await self._client.get(SECRET, name, namespace=namespace)
             except NotFound:
-                await self._tell(pod, "LocalRedisWaiting", f"Secret {name} does not exist yet")
+                self._tell(pod, "LocalRedisWaiting", f"Secret {name} does not exist yet")
                 return None
             secrets[name] = secret.get("data") or {}
         try:
             credentials = redis_credentials(container, secrets)
         except UnplannablePodError as error:
-            await self._tell(pod, "LocalRedisWaiting", f"Redis credentials: {error}")
+            self._tell(pod, "LocalRedisWaiting", f"Redis credentials: {error}")
             return None
         return tuple(f"--{flag}={credentials[flag]}" for flag in sorted(credentials))
 
@@ -205,7 +205,7 @@ class LocalRedisServers:
         """Start the Pod's Redis, unless a cap, a missing `redis-server` or its config says no
         (each told once on the Pod)."""
         if len(self._servers) >= self._max_servers:
-            await self._tell(
+            self._tell(
                 pod,
                 "LocalRedisCapReached",
                 f"no local Redis: {self._max_servers} already run; it starts when one is deleted",
@@ -213,7 +213,7 @@ class LocalRedisServers:
             return
         program = shutil.which(REDIS_SERVER, path=self._path)
         if program is None:
-            await self._tell(
+            self._tell(
                 pod,
                 "LocalRedisNotRun",
                 "no local Redis: redis-server is not on PATH (install it: apt-get install "
@@ -232,7 +232,7 @@ class LocalRedisServers:
         try:
             settings = parse_redis_config(config, plan.options)
         except UnplannablePodError as error:
-            await self._tell(pod, "LocalRedisNotRun", f"no local Redis: {error}")
+            self._tell(pod, "LocalRedisNotRun", f"no local Redis: {error}")
             return None
         if settings.ignored:
             logger.debug(
@@ -280,7 +280,7 @@ class LocalRedisServers:
             f"{', '.join(sorted(ALLOWED_DIRECTIVES))} are used); its log: {self._log_path(pod)}"
         )
         logger.info("%s/%s: %s", plan.namespace, plan.pod, message)
-        await self._record(pod, reason="LocalRedisStarted", message=message)
+        self._record(pod, reason="LocalRedisStarted", message=message)
 
     def container(self, namespace: str, pod: str, container: str | None) -> LocalContainer | None:
         """`LocalPods`: the Redis container of a local Redis Pod (None: the Pod's first, which
@@ -343,7 +343,7 @@ class LocalRedisServers:
         else:
             text = _decoded((found.get("data") or {}).get(source.key))
         if text is None and not source.optional:
-            await self._tell(
+            self._tell(
                 pod,
                 "LocalRedisNotRun",
                 f"no local Redis yet: {source.kind} {source.name} has no key {source.key}",
@@ -356,7 +356,7 @@ class LocalRedisServers:
         if code is not None:
             if not server.ended_reported:
                 server.ended_reported = True
-                await self._tell(
+                self._tell(
                     server.pod,
                     "LocalRedisEnded",
                     f"the local redis-server ended with exit code {code}; delete the Pod to "

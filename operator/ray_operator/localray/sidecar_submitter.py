@@ -62,7 +62,7 @@ class SidecarSubmitters:
             return
         head.sidecar = process
         head.sidecar_started = format_time(datetime.datetime.now(datetime.UTC))
-        await self._context.record(
+        self._context.record(
             head.pod,
             reason="LocalRaySubmitterStarted",
             message=f"the {plan.name} container runs locally beside the head; its output: "
@@ -83,7 +83,7 @@ class SidecarSubmitters:
         if not await self._context.status.patch(head.pod, patch, patch_type=PatchType.STRATEGIC):
             head.sidecar_ended = None  # written on the next pass
             return
-        await self._context.record(
+        self._context.record(
             head.pod,
             reason="LocalRaySubmitterEnded",
             message=f"the {SUBMITTER_CONTAINER_NAME} container ended with exit code {code}. Last "

@@ -66,6 +66,10 @@ class StoreView(Protocol):
         """Whether the cache of `kind` in `namespace` is complete (listed, no watch gap since)."""
         ...
 
+    def keep(self, kind: Kind, obj: Object) -> Object:
+        """What the cache would keep of `obj` (see `Store.keep`)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
