@@ -204,3 +204,12 @@ async def operator_behind_proxy(
     )
     async with operator_running(replica, name="operator-behind-proxy"):
         yield replica
+
+
+async def caches_synced(harness: Harness, operator: Operator) -> None:
+    """Wait until the operator behind the proxy has listed every kind it watches."""
+
+    async def synced() -> bool:
+        return not operator.not_synced()
+
+    await harness.eventually(synced, what="operator caches synced")

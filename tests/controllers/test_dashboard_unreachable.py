@@ -23,6 +23,7 @@ from tests.controllers.ray_fixtures import (
     start_operator,
 )
 from tests.controllers.rayjobs import rayjob, wait_for_state
+from tests.silent_server import silent_server
 
 __all__ = ["auth_secret", "counting_dashboard", "ray_head", "start_operator"]
 
@@ -37,20 +38,8 @@ def closed_port_url() -> str:
 @pytest.fixture
 async def silent_dashboard() -> AsyncIterator[str]:
     """A loopback server that accepts connections and never answers."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        for writer in held:
-            writer.close()
-        server.close()
-        await server.wait_closed()
+    async with silent_server() as url:
+        yield url
 
 
 @pytest.fixture

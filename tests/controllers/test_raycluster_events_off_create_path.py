@@ -34,10 +34,7 @@ async def test_a_cluster_comes_up_while_its_event_writes_hang_and_its_events_fol
 ) -> None:
     operator = operator_behind_proxy
 
-    async def synced() -> bool:
-        return not operator.not_synced()
-
-    await harness.eventually(synced, what="operator caches synced")
+    await lossy_proxy.caches_synced(harness, operator)
     proxy.hold_event_writes()
     await harness.apply(scalable_cluster(replicas=3))
     await harness.pods_settled("scaling", head=1, workers=3)

@@ -27,10 +27,7 @@ async def test_pods_whose_create_answer_was_lost_are_not_created_again(
 ) -> None:
     operator = operator_behind_proxy
 
-    async def synced() -> bool:
-        return not operator.not_synced()
-
-    await harness.eventually(synced, what="operator caches synced")
+    await lossy_proxy.caches_synced(harness, operator)
     proxy.hold_watch_events("pods")
     proxy.answers_to_lose = 2
     await harness.apply(scalable_cluster(replicas=3))

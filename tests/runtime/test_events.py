@@ -12,8 +12,10 @@ import pytest
 from kubernetes_asyncio import client as kube_client
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
-from ray_operator.runtime.events import COMBINED_PREFIX, EventRecorder
+from ray_operator.runtime.events import COMBINED_PREFIX, QUIET_SECONDS, EventRecorder
 from ray_operator.spec.kinds import EVENT
+
+from tests.silent_server import silent_server
 
 
 def involved(namespace: str, name: str = "c") -> dict[str, Any]:
@@ -41,20 +43,10 @@ async def events_in(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
 @pytest.fixture
 async def unanswering_client() -> AsyncIterator[KubeClient]:
     """A client of a loopback "API server" that takes connections and never answers."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def hold(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    configuration = kube_client.Configuration(host=f"http://127.0.0.1:{port}")
-    async with kube_client.ApiClient(configuration) as api:
-        yield KubeClient(api, metrics=Metrics(), request_timeout=30)
-    for writer in held:
-        writer.close()
-    server.close()
-    await server.wait_closed()
+    async with silent_server() as url:
+        configuration = kube_client.Configuration(host=url)
+        async with kube_client.ApiClient(configuration) as api:
+            yield KubeClient(api, metrics=Metrics(), request_timeout=30)
 
 
 async def test_the_same_message_again_bumps_the_count_of_one_event(
@@ -141,3 +133,51 @@ async def test_an_event_the_api_server_refuses_is_given_up_and_the_next_is_writt
         assert await recorder.flush(within=30)
     assert [e["reason"] for e in await events_in(client, namespace)] == ["Kept"]
     assert "no-such-namespace-x/c: could not record event Lost" in caplog.text
+
+
+class Clock:
+    """The recorder's clock, moved by the test: a slow machine cannot fake a pause."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def creates(metrics: Metrics) -> float:
+    return sample(metrics, "ray_operator_api_requests_total", verb="create")
+
+
+async def test_while_events_keep_coming_about_one_a_second_is_written_and_the_rest_after(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    """The API server's attention goes to the writes the Events tell of (a burst of new
+    clusters' Pods) while they happen; the Events follow as soon as recording pauses."""
+    clock = Clock()
+    recorder = EventRecorder(client, metrics=metrics, instance="test", clock=clock)
+    for step in range(30):  # 3 s on the recorder's clock, an Event every 0.1 s
+        clock.now = step * 0.1
+        recorder.record(involved(namespace, f"c{step}"), reason="CreatedHeadPod", message="head")
+        await asyncio.sleep(0.02)
+    assert 1 <= creates(metrics) <= 4
+    clock.now += QUIET_SECONDS
+    assert await recorder.flush(within=60)
+    assert creates(metrics) == 30
+    assert len(await events_in(client, namespace)) == 30
+
+
+async def test_with_half_the_backlog_used_events_are_written_however_busy(
+    client: KubeClient, metrics: Metrics, namespace: str
+) -> None:
+    """Yielding must not make the queue overflow: past half the backlog the writer goes on."""
+    clock = Clock()
+    recorder = EventRecorder(client, metrics=metrics, instance="test", clock=clock, backlog=8)
+    for number in range(6):
+        recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="head")
+    # Busy all along (the clock never moves): written until fewer than 4 wait.
+    assert not await recorder.flush(within=1.0)
+    assert creates(metrics) == 3
+    clock.now += QUIET_SECONDS
+    assert await recorder.flush(within=30)
+    assert creates(metrics) == 6

@@ -9,7 +9,6 @@ take one `AgentContext`; `agent.py` owns it and runs the passes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
@@ -31,7 +30,6 @@ from ray_operator.localray.running import RunningPod
 from ray_operator.localray.sandbox import probe_argv, run_argv
 from ray_operator.localray.volumes import UnmountableVolumeError, UnresolvableEnvError
 from ray_operator.runtime.client import KubeClient
-from ray_operator.runtime.errors import KubeError
 from ray_operator.runtime.events import EVENTS_GRACE_SECONDS, EventRecorder, EventType
 from ray_operator.runtime.store import StoreView
 from ray_operator.spec import kuberay_names as names
@@ -136,10 +134,9 @@ class AgentContext:
         return True
 
     def record(self, pod: Pod, *, reason: str, message: str, type: EventType = "Normal") -> None:
-        """An Event on the Pod; one that cannot be written is dropped."""
-        # An Event that cannot be written must not stop a process from starting or stopping.
-        with contextlib.suppress(KubeError):
-            self._events.record(pod, reason=reason, message=message, type=type)
+        """An Event on the Pod, queued: writing it never holds up a process's start or stop, and
+        one that cannot be written is dropped."""
+        self._events.record(pod, reason=reason, message=message, type=type)
 
     async def close_events(self) -> None:
         """Write the Events still queued, for a few seconds at most."""

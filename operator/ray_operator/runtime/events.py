@@ -2,10 +2,13 @@
 
 `EventRecorder.record(obj, reason=..., message=..., type=...)` queues a core/v1 Event about `obj`
 and returns at once: one background writer sends the queued Events, one request at a time. A
-reconcile never waits for its Events, and while Pods are being created the API server spends at
-most one request in flight on Events beside the creates (they are the operator's main write
-besides the Pods: three per new cluster). Like client-go's recorder (its EventCorrelator) the
-writer aggregates cheaply, in three ways:
+reconcile never waits for its Events. They are the operator's most numerous write after the Pods
+(three per new cluster), so they also yield to the writes they tell of: while Events keep being
+recorded (the operator is busy), the writer sends one a second, and the rest once recording has
+paused for a quarter second, or at full speed when half the backlog is used up. A thousand
+clusters created at once thus get their Pods at the API server's pace and their Events right
+after. Like client-go's recorder (its EventCorrelator) the writer aggregates cheaply, in three
+ways:
 - the same (object, type, reason, message) recorded again while still queued is merged into the
   queued one (its count grows), so a retry loop costs no extra request;
 - seen again within `aggregation_window` after it was written, it bumps the existing Event's
@@ -56,6 +59,10 @@ COMBINED_PREFIX = "(combined from similar events): "
 DEFAULT_BACKLOG = 4096
 # How long a stopping operator keeps writing queued Events (a shutdown has about 30 s in all).
 EVENTS_GRACE_SECONDS = 5.0
+# While Events keep being recorded, one is written per BUSY_WRITE_INTERVAL; the rest wait until
+# none was recorded for QUIET_SECONDS (a reconcile records its Events within milliseconds).
+QUIET_SECONDS = 0.25
+BUSY_WRITE_INTERVAL = 1.0
 
 _Signature = tuple[str, str, str, str]  # (object uid, type, reason, message)
 _Similarity = tuple[str, str, str]  # (object uid, type, reason)
@@ -111,6 +118,8 @@ class EventRecorder:
         self._similar: OrderedDict[_Similarity, _Similar] = OrderedDict()
         self._queue: OrderedDict[_Signature, _Queued] = OrderedDict()
         self._writer: asyncio.Task[None] | None = None
+        self._last_record = float("-inf")
+        self._last_write = float("-inf")
         self._dropping = False  # warned once per overflow, until the queue has room again
 
     def record(
@@ -121,6 +130,7 @@ class EventRecorder:
         metadata = obj["metadata"]
         signature = (str(metadata.get("uid", "")), type, reason, message)
         self._metrics.events_total.labels(type, reason).inc()
+        self._last_record = self._clock()
         now = _now()
         queued = self._queue.get(signature)
         if queued is not None:
@@ -171,6 +181,8 @@ class EventRecorder:
 
     async def _write_queued(self) -> None:
         while self._queue:
+            await self._yield_while_busy()
+            self._last_write = self._clock()
             # Taken off the queue before the write: a record of the same Event made while it is
             # being written queues anew (and bumps it next), instead of merging into a write
             # already sent.
@@ -188,6 +200,17 @@ class EventRecorder:
                     signature[2],
                     error,
                 )
+
+    async def _yield_while_busy(self) -> None:
+        """Return when the next Event may be written: recording paused, a second since the last
+        write, or half the backlog used (so that yielding never makes the queue drop Events)."""
+        while len(self._queue) < self._backlog // 2:
+            now = self._clock()
+            quiet_in = self._last_record + QUIET_SECONDS - now
+            due_in = self._last_write + BUSY_WRITE_INTERVAL - now
+            if quiet_in <= 0 or due_in <= 0:
+                return
+            await asyncio.sleep(min(quiet_in, due_in))
 
     async def _write(self, signature: _Signature, queued: _Queued) -> None:
         if await self._bump_recent(signature, queued):
