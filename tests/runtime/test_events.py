@@ -12,6 +12,7 @@ import pytest
 from kubernetes_asyncio import client as kube_client
 from ray_operator.metrics import Metrics
 from ray_operator.runtime import KubeClient
+from ray_operator.runtime.errors import NotLeader
 from ray_operator.runtime.events import COMBINED_PREFIX, QUIET_SECONDS, EventRecorder
 from ray_operator.spec.kinds import EVENT
 
@@ -181,3 +182,22 @@ async def test_with_half_the_backlog_used_events_are_written_however_busy(
     clock.now += QUIET_SECONDS
     assert await recorder.flush(within=30)
     assert creates(metrics) == 6
+
+
+async def test_events_queued_when_the_lease_is_lost_are_dropped_with_one_warning(
+    client: KubeClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def not_leading() -> None:
+        raise NotLeader("lease ns/ray-operator is not held by this replica")
+
+    recorder = EventRecorder(
+        client.with_write_guard(not_leading), metrics=Metrics(), instance="test", backlog=100
+    )
+    with caplog.at_level(logging.WARNING, logger="ray_operator.runtime.events"):
+        for number in range(60):
+            recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="h")
+        assert await recorder.flush(within=30)
+    assert [r.getMessage() for r in caplog.records] == [
+        "dropping 60 queued Events: lease ns/ray-operator is not held by this replica"
+    ]
+    assert await events_in(client, namespace) == []

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ray_operator.runtime.client import KubeClient
-from ray_operator.runtime.errors import KubeError, NotFound
+from ray_operator.runtime.errors import KubeError, NotFound, NotLeader
 from ray_operator.spec.kinds import EVENT, OPERATOR_NAME
 
 if TYPE_CHECKING:
@@ -191,6 +191,10 @@ class EventRecorder:
                 self._dropping = False
             try:
                 await self._write(signature, queued)
+            except NotLeader as error:
+                # No write of this replica can land any more: one line, not one per Event.
+                logger.warning("dropping %d queued Events: %s", len(self._queue) + 1, error)
+                self._queue.clear()
             except KubeError as error:
                 involved = queued.involved
                 logger.warning(
