@@ -311,7 +311,7 @@ def _api_requests(operator: Operator) -> dict[str, float]:
 WRITE_VERBS = ("create", "update", "patch", "apply", "delete")
 
 
-async def test_creating_a_cluster_costs_at_most_workers_plus_four_writes(
+async def test_creating_a_cluster_costs_its_objects_and_one_status_write_per_headline(
     harness: Harness, operator: Operator
 ) -> None:
     workers = 5
@@ -328,9 +328,12 @@ async def test_creating_a_cluster_costs_at_most_workers_plus_four_writes(
     pod_and_service_creates = workers + 2
     writes = sum(after.get(v, 0) - before.get(v, 0) for v in WRITE_VERBS)
     events = sum(1 for _ in await _event_names(harness))
+    status_writes = after.get("patch", 0) - before.get("patch", 0)
     # Events are writes too, but KubeRay's budget counts the objects and the status; report both.
-    assert writes - events <= workers + 4, (after, before, events)
-    assert writes - events >= pod_and_service_creates
+    # The status is written once per headline it goes through: provisioning, head Pod ready, all
+    # ready. Whether the last two come in one reconcile depends on how fast the Pods start.
+    assert writes - events - status_writes == pod_and_service_creates, (after, before, events)
+    assert 1 <= status_writes <= 3, (after, before)
 
 
 async def _event_names(harness: Harness) -> list[str]:

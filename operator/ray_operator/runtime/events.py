@@ -3,12 +3,12 @@
 `EventRecorder.record(obj, reason=..., message=..., type=...)` queues a core/v1 Event about `obj`
 and returns at once: one background writer sends the queued Events, one request at a time. A
 reconcile never waits for its Events. They are the operator's most numerous write after the Pods
-(three per new cluster), so they also yield to the writes they tell of: while Events keep being
-recorded (the operator is busy), the writer sends one a second, and the rest once recording has
-paused for a quarter second, or at full speed when half the backlog is used up. A thousand
-clusters created at once thus get their Pods at the API server's pace and their Events right
-after. Like client-go's recorder (its EventCorrelator) the writer aggregates cheaply, in three
-ways:
+(three per new cluster), so they also yield to the writes they tell of: once 32 wait and more
+keep being recorded (the operator is busy), the writer sends one a second, and the rest once
+recording has paused for a quarter second, or at full speed when three quarters of the backlog
+are used up. A thousand clusters created at once thus get their Pods at the API server's pace and
+their Events right after; a few Events are written at once. Like client-go's recorder (its
+EventCorrelator) the writer aggregates cheaply, in three ways:
 - the same (object, type, reason, message) recorded again while still queued is merged into the
   queued one (its count grows), so a retry loop costs no extra request;
 - seen again within `aggregation_window` after it was written, it bumps the existing Event's
@@ -59,8 +59,10 @@ COMBINED_PREFIX = "(combined from similar events): "
 DEFAULT_BACKLOG = 4096
 # How long a stopping operator keeps writing queued Events (a shutdown has about 30 s in all).
 EVENTS_GRACE_SECONDS = 5.0
-# While Events keep being recorded, one is written per BUSY_WRITE_INTERVAL; the rest wait until
-# none was recorded for QUIET_SECONDS (a reconcile records its Events within milliseconds).
+# While BUSY_QUEUE or more Events wait and more keep being recorded, one is written per
+# BUSY_WRITE_INTERVAL; the rest wait until none was recorded for QUIET_SECONDS (a reconcile
+# records its Events within milliseconds). A few waiting Events are written at once.
+BUSY_QUEUE = 32
 QUIET_SECONDS = 0.25
 BUSY_WRITE_INTERVAL = 1.0
 
@@ -206,9 +208,11 @@ class EventRecorder:
                 )
 
     async def _yield_while_busy(self) -> None:
-        """Return when the next Event may be written: recording paused, a second since the last
-        write, or half the backlog used (so that yielding never makes the queue drop Events)."""
-        while len(self._queue) < self._backlog // 2:
+        """Return when the next Event may be written: few wait, recording paused, a second since
+        the last write, or three quarters of the backlog used (so that yielding never makes the
+        queue drop Events)."""
+        busy_from = min(BUSY_QUEUE, self._backlog // 4)
+        while busy_from <= len(self._queue) < self._backlog * 3 // 4:
             now = self._clock()
             quiet_in = self._last_record + QUIET_SECONDS - now
             due_in = self._last_write + BUSY_WRITE_INTERVAL - now
