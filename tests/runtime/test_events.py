@@ -145,6 +145,18 @@ class Clock:
         return self.now
 
 
+def record_head_pod_events(recorder: EventRecorder, namespace: str, count: int) -> None:
+    """`count` different Events, one per cluster c0, c1, ..."""
+    for number in range(count):
+        recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="head")
+
+
+async def written_after_a_pause(recorder: EventRecorder, clock: Clock) -> bool:
+    """Let the recorder's clock show a pause in recording; whether all is written then."""
+    clock.now += QUIET_SECONDS
+    return await recorder.flush(within=60)
+
+
 def creates(metrics: Metrics) -> float:
     return sample(metrics, "ray_operator_api_requests_total", verb="create")
 
@@ -154,8 +166,7 @@ async def test_a_few_events_are_written_at_once_even_while_recording_goes_on(
 ) -> None:
     clock = Clock()  # never moves: recording never pauses
     recorder = EventRecorder(client, metrics=metrics, instance="test", clock=clock)
-    for number in range(5):
-        recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="head")
+    record_head_pod_events(recorder, namespace, 5)
     assert await recorder.flush(within=30)
     assert creates(metrics) == 5
 
@@ -167,13 +178,11 @@ async def test_a_burst_of_events_waits_for_recording_to_pause_one_a_second_meanw
     clusters' Pods) while they happen; the Events follow as soon as recording pauses."""
     clock = Clock()
     recorder = EventRecorder(client, metrics=metrics, instance="test", clock=clock)
-    for number in range(40):
-        recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="head")
+    record_head_pod_events(recorder, namespace, 40)
     # 40 wait, just recorded: one is written, the next not before the clock says a second passed.
     assert not await recorder.flush(within=0.5)
     assert creates(metrics) == 1
-    clock.now += QUIET_SECONDS
-    assert await recorder.flush(within=60)
+    assert await written_after_a_pause(recorder, clock)
     assert creates(metrics) == 40
     assert len(await events_in(client, namespace)) == 40
 
@@ -184,13 +193,11 @@ async def test_with_three_quarters_of_the_backlog_used_events_are_written_howeve
     """Yielding must not make the queue overflow: from 6 of 8 waiting the writer goes on."""
     clock = Clock()
     recorder = EventRecorder(client, metrics=metrics, instance="test", clock=clock, backlog=8)
-    for number in range(7):
-        recorder.record(involved(namespace, f"c{number}"), reason="CreatedHeadPod", message="head")
+    record_head_pod_events(recorder, namespace, 7)
     # Busy all along (the clock never moves): written until fewer than 6 wait.
     assert not await recorder.flush(within=1.0)
     assert creates(metrics) == 2
-    clock.now += QUIET_SECONDS
-    assert await recorder.flush(within=30)
+    assert await written_after_a_pause(recorder, clock)
     assert creates(metrics) == 7
 
 
