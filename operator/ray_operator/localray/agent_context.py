@@ -256,7 +256,7 @@ class AgentContext:
         name = (metadata.get("labels") or {}).get(names.CLUSTER_LABEL, "")
         return self.store.get(RAY_CLUSTER, metadata.get("namespace", ""), name)
 
-    async def refuse(self, pod: Pod, what: str) -> None:
+    def refuse(self, pod: Pod, what: str) -> None:
         """Tell (once) that the Pod is not run: the operator did not create it for `what`."""
         metadata = pod["metadata"]
         if self.tell_once(
@@ -271,7 +271,7 @@ class AgentContext:
                 metadata.get("name"),
             )
 
-    async def has_room(self, pod: Pod, *, head_of: str | None) -> bool:
+    def has_room(self, pod: Pod, *, head_of: str | None) -> bool:
         """Whether the caps leave room for this Pod's node; `head_of`: the cluster uid of a head.
         A new head of a cluster whose workers still run (a GCS fault-tolerance restart) is no
         new cluster."""

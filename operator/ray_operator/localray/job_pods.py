@@ -51,7 +51,7 @@ class JobPods:
         """Run a RayJob submitter Pod's command against its cluster's local dashboard, once the
         RayJob names it and the head's GCS is up."""
         uid = pod["metadata"]["uid"]
-        plan = await self._job_pod_to_start(pod)
+        plan = self._job_pod_to_start(pod)
         if plan is None:
             return
         what = f"RayJob {plan.rayjob}'s submitter Job (with its template)"
@@ -95,7 +95,7 @@ class JobPods:
         `cleanup_redis_storage`) against the local Redis its `RAY_REDIS_ADDRESS` names; its end
         is written on the Pod as for a submitter, so the Job completes and the cluster goes."""
         uid = pod["metadata"]["uid"]
-        plan = await self._job_pod_to_start(pod)
+        plan = self._job_pod_to_start(pod)
         if plan is None:
             return
         what = "a RayCluster's Redis cleanup Job (with its template)"
@@ -120,7 +120,7 @@ class JobPods:
             message=f"Redis cleanup runs locally; its output: {self._context.log_path(pod)}",
         )
 
-    async def _job_pod_to_start(self, pod: Pod) -> SubmitterPlan | None:
+    def _job_pod_to_start(self, pod: Pod) -> SubmitterPlan | None:
         """The command of a Job's Pod that runs but has no local process yet (None: nothing to
         start, or an unplannable Pod, told)."""
         uid = pod["metadata"]["uid"]
@@ -143,7 +143,7 @@ class JobPods:
         if uid not in self._checked:
             self._checked[uid] = await self._runs_a_created_job(pod, rayjob=rayjob)
         if not self._checked[uid]:
-            await self._context.refuse(pod, what)
+            self._context.refuse(pod, what)
         return self._checked[uid]
 
     async def _runs_a_created_job(self, pod: Pod, *, rayjob: str | None) -> bool:

@@ -82,11 +82,11 @@ class RayNodes:
         if uid in self._context.running or self._context.backing_off(uid):
             return
         cluster = self._context.cluster_of(pod)
-        if cluster is None or not await self._created_for(pod, cluster):
+        if cluster is None or not self._created_for(pod, cluster):
             return
-        if not await self._context.has_room(pod, head_of=str(cluster["metadata"].get("uid", ""))):
+        if not self._context.has_room(pod, head_of=str(cluster["metadata"].get("uid", ""))):
             return
-        plan = await self._plan_node(pod, cluster)
+        plan = self._plan_node(pod, cluster)
         if plan is None:
             return
         redis = await self._context.redis.for_head(pod, plan.env)
@@ -132,11 +132,11 @@ class RayNodes:
         if head is None:
             return
         cluster = self._context.cluster_of(pod)
-        if cluster is None or not await self._created_for(pod, cluster):
+        if cluster is None or not self._created_for(pod, cluster):
             return
-        if not await self._context.has_room(pod, head_of=None):
+        if not self._context.has_room(pod, head_of=None):
             return
-        plan = await self._plan_node(pod, cluster)
+        plan = self._plan_node(pod, cluster)
         if plan is None or not await self._inits.initialized(pod, address=head.address):
             return
         running = await self._start_node(
@@ -156,7 +156,7 @@ class RayNodes:
             f"({shape_summary(plan)})",
         )
 
-    async def _plan_node(self, pod: Pod, cluster: RayCluster) -> NodePlan | None:
+    def _plan_node(self, pod: Pod, cluster: RayCluster) -> NodePlan | None:
         try:
             plan = plan_node(pod, cluster)
         except UnplannablePodError as error:
@@ -335,12 +335,12 @@ class RayNodes:
             return None
         return found
 
-    async def _created_for(self, pod: Pod, cluster: RayCluster) -> bool:
+    def _created_for(self, pod: Pod, cluster: RayCluster) -> bool:
         """Whether this operator created the Pod for `cluster` (refused with an Event if not)."""
         created_for = self._context.registry.created.owner_of("Pod", pod["metadata"]["uid"])
         if created_for is not None and created_for == cluster["metadata"].get("uid"):
             return True
-        await self._context.refuse(pod, f"RayCluster {cluster['metadata']['name']}")
+        self._context.refuse(pod, f"RayCluster {cluster['metadata']['name']}")
         return False
 
 

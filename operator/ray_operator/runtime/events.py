@@ -189,8 +189,7 @@ class EventRecorder:
             # being written queues anew (and bumps it next), instead of merging into a write
             # already sent.
             signature, queued = self._queue.popitem(last=False)
-            if len(self._queue) < self._backlog:
-                self._dropping = False
+            self._dropping = False  # there is room again: the next overflow is warned about
             try:
                 await self._write(signature, queued)
             except NotLeader as error:
